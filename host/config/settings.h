@@ -1,0 +1,62 @@
+/* Host settings: the YAML config file (--config FILE, parsed with libyaml)
+ * plus --set plugin.key=value overrides. Schema in docs/configuration.md:
+ *
+ *   plugin_dirs: [/opt/inferlab/plugins]
+ *   default_backend: torchlike
+ *   scheduler: {max_running: 16, max_waiting: 64, step_token_budget: 512, prefill_chunk: 256}
+ *   server: {host: 127.0.0.1, port: 8080, max_body_bytes: 1048576, ...}
+ *   plugins:
+ *     torchlike: {threads: 2, model: /path/model.bin}
+ *
+ * Per-plugin keys are kept as text here; they are validated against the
+ * plugin's manifest when the plugin is opened (ilab_config_validate). */
+#ifndef ILAB_HOST_SETTINGS_H
+#define ILAB_HOST_SETTINGS_H
+
+#include <stddef.h>
+
+#include "inferlab/inferlab.h"
+#include "../runtime/engine.h"
+
+typedef struct ilab_plugin_settings {
+    char *plugin;                 /* manifest name */
+    ilab_config_entry_t *entries; /* owned strings */
+    size_t n;
+} ilab_plugin_settings;
+
+typedef struct ilab_server_settings {
+    char *host;
+    int port;
+    size_t max_body_bytes;
+    int request_timeout_seconds;
+    int shutdown_grace_seconds;
+} ilab_server_settings;
+
+typedef struct ilab_settings {
+    char **plugin_dirs; /* owned; --plugin-dir entries are appended */
+    size_t n_plugin_dirs;
+    char *default_backend; /* owned; "torchlike" by default */
+    ilab_engine_config scheduler;
+    ilab_server_settings server;
+    ilab_plugin_settings *plugins; /* owned */
+    size_t n_plugins;
+} ilab_settings;
+
+void ilab_settings_init(ilab_settings *s); /* defaults */
+void ilab_settings_free(ilab_settings *s);
+
+/* Merge a YAML file; errors name the file, line and key. */
+ilab_status ilab_settings_load_file(ilab_settings *s, const char *path,
+                                    char *err, size_t err_cap);
+
+/* Apply one "plugin.key=value" override. */
+ilab_status ilab_settings_set(ilab_settings *s, const char *assignment,
+                              char *err, size_t err_cap);
+
+ilab_status ilab_settings_add_plugin_dir(ilab_settings *s, const char *dir);
+
+/* The user's entries for `plugin` (not yet validated, no defaults); n = 0 when none. */
+const ilab_config_entry_t *ilab_settings_plugin_config(const ilab_settings *s,
+                                                       const char *plugin, size_t *n);
+
+#endif

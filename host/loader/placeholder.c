@@ -1,0 +1,1 @@
+void ilab_loader_placeholder_(void); void ilab_loader_placeholder_(void) {}

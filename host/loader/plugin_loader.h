@@ -1,0 +1,51 @@
+/* Loading one plugin: dlopen(RTLD_NOW | RTLD_LOCAL), bootstrap lookup,
+ * host-side ABI negotiation, manifest parse + schema + cross-check with the
+ * backend table. Nothing here runs plugin code except reading its const data
+ * (the constructor of the .so does run at dlopen: callers that must survive
+ * a crashing plugin load it in a child process). */
+#ifndef ILAB_HOST_PLUGIN_LOADER_H
+#define ILAB_HOST_PLUGIN_LOADER_H
+
+#include <stddef.h>
+
+#include "inferlab/inferlab.h"
+#include "manifest.h"
+
+typedef struct ilab_plugin ilab_plugin;
+
+/* Load the plugin at `path`. On refusal returns a non-OK status
+ * (ILAB_IO: dlopen failed, with dlerror(); ILAB_ABI_MISMATCH: versions or
+ * struct sizes, naming both versions; ILAB_INVALID_ARGUMENT: bootstrap or
+ * manifest problems) and writes a message that names the file into `err`. */
+ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap,
+                             ilab_plugin **out);
+
+/* dlclose and free. NULL is a no-op. */
+void ilab_plugin_unload(ilab_plugin *p);
+
+const char *ilab_plugin_path(const ilab_plugin *p);
+const ilab_plugin_entry_t *ilab_plugin_entry_of(const ilab_plugin *p);
+const ilab_manifest *ilab_plugin_manifest(const ilab_plugin *p);
+
+/* The backend table, with members past the plugin's struct_size (older
+ * minor) replaced by host shims that return ILAB_UNSUPPORTED — so callers
+ * may call any member. */
+const ilab_backend_api_t *ilab_plugin_api(const ilab_plugin *p);
+
+/* The host services table handed to plugins (log to stderr at WARN and up,
+ * or at INFO with INFERLAB_LOG=info; CLOCK_MONOTONIC). Static; never NULL. */
+const ilab_host_t *ilab_host_services(void);
+
+/* Build the config array for probe()/create(): `n_user` user entries (already
+ * validated with ilab_config_validate) merged with the manifest's defaults.
+ * The returned array and its strings are owned by the caller:
+ * ilab_config_entries_free(). */
+ilab_status ilab_config_validate(const ilab_manifest *m,
+                                 const ilab_config_entry_t *user, size_t n_user,
+                                 char *err, size_t err_cap);
+ilab_status ilab_config_with_defaults(const ilab_manifest *m,
+                                      const ilab_config_entry_t *user, size_t n_user,
+                                      ilab_config_entry_t **out, size_t *n_out);
+void ilab_config_entries_free(ilab_config_entry_t *entries, size_t n);
+
+#endif

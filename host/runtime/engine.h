@@ -1,0 +1,90 @@
+/* The engine: one backend instance driven by a continuous-batching scheduler
+ * thread. Each step admits waiting requests, prefills prompts in chunks under
+ * a token budget, decodes one token for every running sequence — all in one
+ * eval() call — samples on the host, and emits events. Backends that sample
+ * themselves (sampling: backend) run through their generate() instead. */
+#ifndef ILAB_HOST_ENGINE_H
+#define ILAB_HOST_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inferlab/inferlab.h"
+#include "../loader/plugin_loader.h"
+
+typedef struct ilab_engine ilab_engine;
+
+typedef struct ilab_engine_config {
+    int max_running;       /* sequences in the running batch (<= manifest max_batch) */
+    int max_waiting;       /* queued requests; past it submit() is refused "overloaded" */
+    int step_token_budget; /* most tokens (prefill + decode) in one eval() call */
+    int prefill_chunk;     /* most prompt tokens of one sequence per step */
+} ilab_engine_config;
+
+void ilab_engine_config_default(ilab_engine_config *cfg);
+
+typedef struct ilab_request {
+    const char *prompt_text;      /* UTF-8, tokenized by the backend; or NULL */
+    size_t prompt_len;
+    const int32_t *prompt_tokens; /* used when prompt_text is NULL */
+    size_t n_prompt_tokens;
+    bool add_bos;                 /* prepend BOS to a text prompt */
+    ilab_sampling_t sampling;
+    int32_t max_tokens;
+    const char *const *stop;      /* stop strings; matched across token boundaries, trimmed */
+    size_t n_stop;
+    const int32_t *stop_token_ids;
+    size_t n_stop_token_ids;
+    bool ignore_eos;
+    int32_t top_logprobs;         /* 0 = none; <= manifest topk_max */
+} ilab_request;
+/* Everything in an ilab_request is copied by submit(); the caller may free it
+ * when submit() returns. */
+
+/* Per-request timings, in the FINISH event's wake (see ilab_engine_request_metrics). */
+typedef struct ilab_request_metrics {
+    double queue_seconds;         /* submit -> first scheduled */
+    double ttft_seconds;          /* submit -> first TOKEN */
+    double e2e_seconds;           /* submit -> terminal event */
+    double mean_itl_seconds;      /* mean inter-token latency */
+    uint32_t prompt_tokens;
+    uint32_t completion_tokens;
+} ilab_request_metrics;
+
+/* Start an engine on a created backend instance (not owned: destroy the
+ * engine first). */
+ilab_status ilab_engine_create(const ilab_plugin *plugin, ilab_backend_t *backend,
+                               const ilab_engine_config *cfg, char *err, size_t err_cap,
+                               ilab_engine **out);
+
+/* Cancel everything still running, join the scheduler thread, free. */
+void ilab_engine_destroy(ilab_engine *engine);
+
+/* Queue a request. Events arrive on the scheduler thread through `on_event`:
+ * TOKEN* then exactly one FINISH or ERROR; after the terminal event the
+ * request is gone. The callback must return quickly; returning nonzero
+ * cancels. Refusals (the request never starts, no event is emitted):
+ * ILAB_INVALID_ARGUMENT / ILAB_UNSUPPORTED naming the parameter or
+ * capability; ILAB_CONTEXT_OVERFLOW for a prompt longer than max_context;
+ * ILAB_UNAVAILABLE with a message starting "overloaded:" when max_waiting
+ * requests are queued. Any thread. */
+ilab_status ilab_engine_submit(ilab_engine *engine, const ilab_request *req,
+                               ilab_event_fn on_event, void *user_data,
+                               char *err, size_t err_cap, uint64_t *request_id);
+
+/* End a request with FINISH (cancelled) within one step. Any thread; an
+ * unknown or finished id is ILAB_OK. */
+ilab_status ilab_engine_cancel(ilab_engine *engine, uint64_t request_id);
+
+/* submit() and wait for the terminal event; events are still delivered on
+ * the scheduler thread. `metrics` (may be NULL) receives the timings. */
+ilab_status ilab_engine_generate(ilab_engine *engine, const ilab_request *req,
+                                 ilab_event_fn on_event, void *user_data,
+                                 char *err, size_t err_cap,
+                                 ilab_request_metrics *metrics);
+
+/* Number of eval() calls made so far (for tests that check batching). */
+uint64_t ilab_engine_eval_calls(const ilab_engine *engine);
+
+#endif

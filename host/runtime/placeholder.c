@@ -1,0 +1,1 @@
+void ilab_runtime_placeholder_(void); void ilab_runtime_placeholder_(void) {}

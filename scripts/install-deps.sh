@@ -1,0 +1,33 @@
+#!/bin/sh
+# Install the Debian 12 packages inferlab needs to build and test, when any
+# is missing. As root this runs apt-get; otherwise it prints the command and
+# stops, so nothing is installed behind your back.
+set -eu
+
+PACKAGES="build-essential cmake pkg-config libyaml-dev libcmocka-dev \
+libopenblas-dev libopenblas0-pthread libjansson-dev libmicrohttpd-dev \
+libcurl4-openssl-dev libxml2-utils python3"
+# Only the test command needs these (independent reference implementations).
+if [ "${1:-}" = "--test" ]; then
+    PACKAGES="$PACKAGES python3-numpy python3-sentencepiece curl"
+fi
+
+missing=""
+for p in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "inferlab needs these Debian packages:$missing" >&2
+    echo "run:  sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing
