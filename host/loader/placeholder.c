@@ -1,1 +1,0 @@
-void ilab_loader_placeholder_(void); void ilab_loader_placeholder_(void) {}

@@ -1,0 +1,346 @@
+/* Loading one plugin and deciding whether to trust it.
+ *
+ * Order matters: the frozen prefix of the bootstrap entry (size, major, minor)
+ * is the only thing read before the versions are known to be compatible, and
+ * nothing of the backend table is called here — a plugin is only ever read,
+ * never run, until the caller probes it. */
+#include "plugin_loader.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ilab_plugin {
+    char *path;
+    void *dl;
+    const ilab_plugin_entry_t *entry;
+    ilab_manifest *manifest;
+    /* The plugin's table copied up to its struct_size; the rest are shims. */
+    ilab_backend_api_t api;
+};
+
+/* Refuse to believe sizes beyond this: a garbage struct_size is a bug, not a
+ * future ABI (structs grow by a few pointers per minor). */
+#define SANE_STRUCT_MAX 65536u
+
+/* The ABI 1.0 table must reach at least through model_info: the lifecycle is
+ * what every plugin implements; later members may be absent (shimmed). */
+#define BACKEND_MIN_SIZE (offsetof(ilab_backend_api_t, model_info) + sizeof(void *))
+
+/* --- shims for members past the plugin's struct_size ---------------------- */
+
+static ilab_status shim_tokenize(ilab_backend_t *b, const char *t, size_t l, uint32_t f,
+                                 int32_t *o, size_t c, size_t *n)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_detokenize(ilab_backend_t *b, const int32_t *t, size_t n, char *o,
+                                   size_t c, size_t *l)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_token_piece(ilab_backend_t *b, int32_t p, int32_t t, char *o, size_t c,
+                                    size_t *l)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_seq_create(ilab_backend_t *b, ilab_seq_t *s) { return ILAB_UNSUPPORTED; }
+static ilab_status shim_seq_free(ilab_backend_t *b, ilab_seq_t s) { return ILAB_UNSUPPORTED; }
+static ilab_status shim_seq_fork(ilab_backend_t *b, ilab_seq_t p, ilab_seq_t *c)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_seq_truncate(ilab_backend_t *b, ilab_seq_t s, int32_t n)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_seq_length(ilab_backend_t *b, ilab_seq_t s, int32_t *l)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n)
+{
+    return ILAB_UNSUPPORTED;
+}
+/* generate() keeps the stream grammar: exactly one terminal event. */
+static ilab_status shim_generate(ilab_backend_t *b, const ilab_generate_request_t *req,
+                                 ilab_event_fn on_event, void *user_data)
+{
+    if (on_event) {
+        ilab_event_t ev = {0};
+        ev.struct_size = sizeof ev;
+        ev.type = ILAB_EVENT_ERROR;
+        ev.request_id = req ? req->request_id : 0;
+        ev.finish_reason = ILAB_FINISH_ERROR;
+        ev.status = ILAB_UNSUPPORTED;
+        ev.message = "generate is absent: the plugin's backend table ends before it";
+        on_event(user_data, &ev);
+    }
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_cancel(ilab_backend_t *b, uint64_t id) { return ILAB_UNSUPPORTED; }
+
+/* Every member of the table: its name, where it is, and the shim standing in
+ * for it when the plugin's table is too short to hold it. */
+typedef struct member_info {
+    const char *name;
+    size_t offset;
+    void (*shim)(void); /* NULL: the member is mandatory (lifecycle) */
+} member_info;
+
+#define MEMBER(m, shim) {#m, offsetof(ilab_backend_api_t, m), (void (*)(void))(shim)}
+static const member_info members[] = {
+    MEMBER(probe, NULL),
+    MEMBER(create, NULL),
+    MEMBER(destroy, NULL),
+    MEMBER(last_error, NULL),
+    MEMBER(model_info, NULL),
+    MEMBER(tokenize, shim_tokenize),
+    MEMBER(detokenize, shim_detokenize),
+    MEMBER(token_piece, shim_token_piece),
+    MEMBER(seq_create, shim_seq_create),
+    MEMBER(seq_free, shim_seq_free),
+    MEMBER(seq_fork, shim_seq_fork),
+    MEMBER(seq_truncate, shim_seq_truncate),
+    MEMBER(seq_length, shim_seq_length),
+    MEMBER(eval, shim_eval),
+    MEMBER(generate, shim_generate),
+    MEMBER(cancel, shim_cancel),
+};
+#define N_MEMBERS (sizeof members / sizeof members[0])
+
+static const member_info *member_named(const char *name)
+{
+    for (size_t i = 0; i < N_MEMBERS; i++)
+        if (!strcmp(members[i].name, name))
+            return &members[i];
+    return NULL;
+}
+
+/* Function pointers are read as raw bytes so no member type is special. */
+static void *member_ptr(const void *table, size_t offset)
+{
+    void *p;
+    memcpy(&p, (const char *)table + offset, sizeof p);
+    return p;
+}
+
+static bool member_within(size_t table_size, const member_info *mi)
+{
+    return mi->offset + sizeof(void *) <= table_size;
+}
+
+/* --- refusal messages ----------------------------------------------------- */
+
+static ilab_status refuse(char *err, size_t err_cap, ilab_status st, const char *path,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static ilab_status refuse(char *err, size_t err_cap, ilab_status st, const char *path,
+                          const char *fmt, ...)
+{
+    if (!err || !err_cap)
+        return st;
+    int n = snprintf(err, err_cap, "%s: ", path);
+    size_t used = n > 0 && (size_t)n < err_cap ? (size_t)n : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + used, err_cap - used, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* --- checks --------------------------------------------------------------- */
+
+static ilab_status check_entry(const char *path, const ilab_plugin_entry_t *e, char *err,
+                               size_t err_cap)
+{
+    const size_t prefix = offsetof(ilab_plugin_entry_t, abi_minor) + sizeof e->abi_minor;
+    if (e->struct_size < prefix || e->struct_size > SANE_STRUCT_MAX)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "bootstrap entry '%s' has struct_size %u, not a valid inferlab entry "
+                      "(expected %zu for ABI %d.%d)",
+                      ILAB_PLUGIN_ENTRY_SYMBOL, e->struct_size, sizeof *e, ILAB_ABI_MAJOR,
+                      ILAB_ABI_MINOR);
+    if (e->abi_major != ILAB_ABI_MAJOR)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "plugin ABI %u.%u, host ABI %d.%d: the major versions differ",
+                      e->abi_major, e->abi_minor, ILAB_ABI_MAJOR, ILAB_ABI_MINOR);
+    if (e->abi_minor > ILAB_ABI_MINOR)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "plugin needs ABI %u.%u, host provides ABI %d.%d: the plugin needs a newer "
+                      "host", e->abi_major, e->abi_minor, ILAB_ABI_MAJOR, ILAB_ABI_MINOR);
+    /* Every ABI 1.x entry has all of the 1.0 fields. */
+    if (e->struct_size < sizeof *e)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "bootstrap entry struct_size %u is smaller than the ABI %d.0 entry (%zu)",
+                      e->struct_size, ILAB_ABI_MAJOR, sizeof *e);
+    if (!e->name || !e->version || !e->manifest_yaml || !e->backend)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                      "bootstrap entry has a NULL %s", !e->name ? "name" : !e->version ? "version"
+                      : !e->manifest_yaml ? "manifest_yaml" : "backend");
+    return ILAB_OK;
+}
+
+static ilab_status check_manifest_matches(const char *path, const ilab_plugin_entry_t *e,
+                                          const ilab_manifest *m, char *err, size_t err_cap)
+{
+    if (strcmp(m->name, e->name))
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                      "manifest name '%s' differs from the entry's name '%s'", m->name, e->name);
+    if (strcmp(m->version, e->version))
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                      "manifest version '%s' differs from the entry's version '%s'", m->version,
+                      e->version);
+    if (m->abi_major != e->abi_major || m->abi_minor != e->abi_minor)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "manifest abi %u.%u differs from the entry's ABI %u.%u", m->abi_major,
+                      m->abi_minor, e->abi_major, e->abi_minor);
+    return ILAB_OK;
+}
+
+/* What each declared capability needs (docs/manifest.md's table). */
+typedef struct capability_need {
+    const char *capability;
+    const char *members[5];
+} capability_need;
+
+static ilab_status check_capabilities(const char *path, const ilab_manifest *m,
+                                      const ilab_backend_api_t *t, char *err, size_t err_cap)
+{
+    capability_need needs[7];
+    size_t n = 0;
+    if (m->tokenizer)
+        needs[n++] = (capability_need){"tokenizer: true", {"tokenize", "detokenize", "token_piece"}};
+    if (m->logits == ILAB_LOGITS_FULL)
+        needs[n++] = (capability_need){"logits: full", {"seq_create", "seq_free", "seq_length", "eval"}};
+    if (m->cache_fork)
+        needs[n++] = (capability_need){"cache.fork: true", {"seq_fork"}};
+    if (m->cache_truncate)
+        needs[n++] = (capability_need){"cache.truncate: true", {"seq_truncate"}};
+    if (m->sampling == ILAB_SAMPLING_BACKEND)
+        needs[n++] = (capability_need){"sampling: backend", {"generate"}};
+    if (m->cancel)
+        needs[n++] = (capability_need){"cancel: true", {"cancel"}};
+
+    for (size_t i = 0; i < n; i++)
+        for (const char *const *name = needs[i].members; *name; name++) {
+            const member_info *mi = member_named(*name);
+            if (!member_within(t->struct_size, mi))
+                return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                              "manifest declares '%s' but the backend table (struct_size %u) ends "
+                              "before %s", needs[i].capability, t->struct_size, mi->name);
+            if (!member_ptr(t, mi->offset))
+                return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                              "manifest declares '%s' but backend member %s is NULL",
+                              needs[i].capability, mi->name);
+        }
+    return ILAB_OK;
+}
+
+static ilab_status check_table(const char *path, const ilab_backend_api_t *t, char *err,
+                               size_t err_cap)
+{
+    if (t->struct_size < BACKEND_MIN_SIZE || t->struct_size > SANE_STRUCT_MAX)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "backend table struct_size %u is not sane (ABI %d.%d: at least %zu, "
+                      "full table %zu)", t->struct_size, ILAB_ABI_MAJOR, ILAB_ABI_MINOR,
+                      BACKEND_MIN_SIZE, sizeof *t);
+    /* In ABI v1 no member may be NULL: an undeclared capability still has an
+     * entry point that returns ILAB_UNSUPPORTED. */
+    for (size_t i = 0; i < N_MEMBERS; i++)
+        if (member_within(t->struct_size, &members[i]) && !member_ptr(t, members[i].offset))
+            return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+                          "backend member %s is NULL (every member within struct_size must be "
+                          "set; an undeclared capability returns ILAB_UNSUPPORTED)",
+                          members[i].name);
+    return ILAB_OK;
+}
+
+/* The host's view of the table: the plugin's members up to its struct_size,
+ * shims for the rest, struct_size = the host's. */
+static void copy_table(const ilab_backend_api_t *t, ilab_backend_api_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < N_MEMBERS; i++) {
+        void *p = member_within(t->struct_size, &members[i]) ? member_ptr(t, members[i].offset)
+                                                             : (void *)members[i].shim;
+        memcpy((char *)out + members[i].offset, &p, sizeof p);
+    }
+    out->struct_size = sizeof *out;
+}
+
+ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_plugin **out)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
+                      "no plugin path or out-parameter");
+
+    dlerror();
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        return refuse(err, err_cap, ILAB_IO, path, "dlopen failed: %s", why ? why : "unknown error");
+    }
+    dlerror();
+    const ilab_plugin_entry_t *e = dlsym(dl, ILAB_PLUGIN_ENTRY_SYMBOL);
+    if (!e) {
+        const char *why = dlerror();
+        refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
+               "no bootstrap symbol '%s' (%s): not an inferlab plugin", ILAB_PLUGIN_ENTRY_SYMBOL,
+               why ? why : "symbol is NULL");
+        dlclose(dl);
+        return ILAB_INVALID_ARGUMENT;
+    }
+
+    ilab_manifest *m = NULL;
+    char why[512];
+    ilab_status st = check_entry(path, e, err, err_cap);
+    if (st != ILAB_OK)
+        goto refused;
+    if (ilab_manifest_parse(e->manifest_yaml, why, sizeof why, &m) != ILAB_OK) {
+        st = refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path, "manifest: %s", why);
+        goto refused;
+    }
+    if ((st = check_manifest_matches(path, e, m, err, err_cap)) != ILAB_OK ||
+        (st = check_table(path, e->backend, err, err_cap)) != ILAB_OK ||
+        (st = check_capabilities(path, m, e->backend, err, err_cap)) != ILAB_OK)
+        goto refused;
+
+    ilab_plugin *p = calloc(1, sizeof *p);
+    if (!p || !(p->path = strdup(path))) {
+        free(p);
+        st = refuse(err, err_cap, ILAB_OUT_OF_MEMORY, path, "out of memory");
+        goto refused;
+    }
+    p->dl = dl;
+    p->entry = e;
+    p->manifest = m;
+    copy_table(e->backend, &p->api);
+    *out = p;
+    return ILAB_OK;
+
+refused:
+    ilab_manifest_free(m);
+    dlclose(dl);
+    return st;
+}
+
+void ilab_plugin_unload(ilab_plugin *p)
+{
+    if (!p)
+        return;
+    ilab_manifest_free(p->manifest);
+    if (p->dl)
+        dlclose(p->dl);
+    free(p->path);
+    free(p);
+}
+
+const char *ilab_plugin_path(const ilab_plugin *p) { return p->path; }
+const ilab_plugin_entry_t *ilab_plugin_entry_of(const ilab_plugin *p) { return p->entry; }
+const ilab_manifest *ilab_plugin_manifest(const ilab_plugin *p) { return p->manifest; }
+const ilab_backend_api_t *ilab_plugin_api(const ilab_plugin *p) { return &p->api; }
