@@ -55,6 +55,15 @@ ilab_status ilab_settings_set(ilab_settings *s, const char *assignment,
 
 ilab_status ilab_settings_add_plugin_dir(ilab_settings *s, const char *dir);
 
+/* What every CLI command does with its common options, in this order
+ * whatever the order on the command line: load `config_path` (may be NULL),
+ * then apply each "plugin.key=value" of `sets`, then append `plugin_dirs`.
+ * Errors name the file/line or the --set argument. (addition: runtime) */
+ilab_status ilab_settings_from_cli(ilab_settings *s, const char *config_path,
+                                   const char *const *sets, size_t n_sets,
+                                   const char *const *plugin_dirs, size_t n_dirs,
+                                   char *err, size_t err_cap);
+
 /* The user's entries for `plugin` (not yet validated, no defaults); n = 0 when none. */
 const ilab_config_entry_t *ilab_settings_plugin_config(const ilab_settings *s,
                                                        const char *plugin, size_t *n);

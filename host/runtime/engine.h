@@ -87,4 +87,23 @@ ilab_status ilab_engine_generate(ilab_engine *engine, const ilab_request *req,
 /* Number of eval() calls made so far (for tests that check batching). */
 uint64_t ilab_engine_eval_calls(const ilab_engine *engine);
 
+/* --- additions (runtime) ---------------------------------------------------
+ *
+ * Held-back text at the end of a stream: text that might have begun a stop
+ * string, or bytes of an unfinished UTF-8 code point, is released when the
+ * request ends. When the last TOKEN is known to be last (max_tokens, context
+ * full) it carries that text. When generation ends on EOS or a stop token id
+ * (which are not emitted as TOKEN), the FINISH event's `text`/`text_len`
+ * carry it instead (usually empty). Consumers concatenate TOKEN texts and
+ * then the FINISH text.
+ *
+ * Threads: with sampling: host, events arrive on the scheduler thread; with
+ * sampling: backend, on the request's worker thread. */
+
+/* The backend's model facts (filled once at create). Borrowed from the engine. */
+const ilab_model_info_t *ilab_engine_model_info(const ilab_engine *engine);
+
+/* Positions per sequence: the manifest's max_context, or model_info's when 0. */
+int32_t ilab_engine_max_context(const ilab_engine *engine);
+
 #endif

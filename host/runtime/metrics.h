@@ -1,0 +1,42 @@
+/* Process-wide metrics in Prometheus text format, named like vLLM's.
+ *
+ *   inferlab:time_to_first_token_seconds   histogram  submit -> first TOKEN
+ *   inferlab:inter_token_latency_seconds   histogram  between TOKEN events
+ *   inferlab:e2e_request_latency_seconds   histogram  submit -> terminal event
+ *   inferlab:num_requests_running          gauge      sequences in running batches
+ *   inferlab:num_requests_waiting          gauge      requests queued
+ *   inferlab:kv_cache_usage_ratio          gauge      host-side estimate: positions
+ *                                                     held / (max_running * max_context),
+ *                                                     summed over engines
+ *   inferlab:prompt_tokens_total           counter
+ *   inferlab:generation_tokens_total       counter
+ *   inferlab:request_success_total         counter    label finished_reason
+ *
+ * Every function is thread-safe (one mutex; observations are rare next to a
+ * model step). */
+#ifndef ILAB_HOST_METRICS_H
+#define ILAB_HOST_METRICS_H
+
+#include <stdint.h>
+
+void ilab_metrics_observe_ttft(double seconds);
+void ilab_metrics_observe_itl(double seconds);
+void ilab_metrics_observe_e2e(double seconds);
+void ilab_metrics_add_prompt_tokens(uint64_t n);
+void ilab_metrics_add_generation_tokens(uint64_t n);
+void ilab_metrics_add_finished(int finish_reason); /* ilab_finish_reason */
+
+/* Gauges move by deltas so several engines can share them. */
+void ilab_metrics_add_running(int64_t delta);
+void ilab_metrics_add_waiting(int64_t delta);
+void ilab_metrics_add_kv_positions(int64_t delta); /* positions held */
+void ilab_metrics_add_kv_capacity(int64_t delta);  /* max_running * max_context per engine */
+
+/* The whole exposition as Prometheus text (version 0.0.4), in a malloc'd,
+ * NUL-terminated string the caller frees; NULL on OOM. For GET /metrics. */
+char *ilab_metrics_render(void);
+
+/* Zero everything (tests). */
+void ilab_metrics_reset(void);
+
+#endif

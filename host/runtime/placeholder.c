@@ -1,1 +1,0 @@
-void ilab_runtime_placeholder_(void); void ilab_runtime_placeholder_(void) {}

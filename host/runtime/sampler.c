@@ -1,0 +1,280 @@
+/* The host sampler (see sampler.h for the order of processors and which
+ * distribution logprobs come from). Plain loops over the vocabulary, in the
+ * spirit of llama2.c's run.c. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct candidate {
+    float logit;
+    int32_t id;
+} candidate;
+
+struct ilab_sampler {
+    ilab_sampling_t params;
+    int32_t vocab_size;
+    ilab_rng rng;
+    uint8_t *seen;    /* vocab_size flags: token in prompt or output */
+    int32_t *history; /* the distinct seen tokens, for the penalty pass */
+    int32_t n_history;
+    float *raw;       /* copy of the raw logits, for logprobs */
+    candidate *cand;  /* workspace: tokens still in the running */
+    int32_t n_cand;
+};
+
+ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_size,
+                                char *err, size_t err_cap, ilab_sampler **out)
+{
+    const char *bad = NULL;
+    if (!params || !out || vocab_size <= 0)
+        bad = "sampler needs parameters and a vocabulary size > 0";
+    else if (!(params->temperature >= 0.0f) || !isfinite(params->temperature))
+        bad = "temperature must be a finite number >= 0";
+    else if (params->top_k < 0)
+        bad = "top_k must be >= 0 (0 = off)";
+    else if (!(params->top_p > 0.0f && params->top_p <= 1.0f))
+        bad = "top_p must be in (0, 1] (1 = off)";
+    else if (!(params->min_p >= 0.0f && params->min_p <= 1.0f))
+        bad = "min_p must be in [0, 1] (0 = off)";
+    else if (!(params->repetition_penalty > 0.0f) || !isfinite(params->repetition_penalty))
+        bad = "repetition_penalty must be a finite number > 0 (1 = off)";
+    if (bad) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "invalid sampling parameter: %s", bad);
+        return ILAB_INVALID_ARGUMENT;
+    }
+    ilab_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return ILAB_OUT_OF_MEMORY;
+    s->params = *params;
+    s->vocab_size = vocab_size;
+    s->seen = calloc((size_t)vocab_size, 1);
+    s->history = malloc((size_t)vocab_size * sizeof *s->history);
+    s->raw = malloc((size_t)vocab_size * sizeof *s->raw);
+    s->cand = malloc((size_t)vocab_size * sizeof *s->cand);
+    if (!s->seen || !s->history || !s->raw || !s->cand) {
+        ilab_sampler_free(s);
+        if (err && err_cap)
+            snprintf(err, err_cap, "out of memory for a sampler over %d tokens", vocab_size);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    ilab_rng_seed(&s->rng, params->seed);
+    *out = s;
+    return ILAB_OK;
+}
+
+void ilab_sampler_free(ilab_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->seen);
+    free(s->history);
+    free(s->raw);
+    free(s->cand);
+    free(s);
+}
+
+void ilab_sampler_accept(ilab_sampler *s, int32_t token)
+{
+    if (token < 0 || token >= s->vocab_size || s->seen[token])
+        return;
+    s->seen[token] = 1;
+    s->history[s->n_history++] = token;
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* Descending by logit; equal logits by lower id, so results never depend on
+ * qsort's order of equal elements. */
+static int cmp_candidate_desc(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* HF RepetitionPenaltyLogitsProcessor: a seen token's logit is divided by the
+ * penalty when positive, multiplied when negative — both make it less likely. */
+static void apply_repetition_penalty(ilab_sampler *s, float *logits)
+{
+    float r = s->params.repetition_penalty;
+    if (r == 1.0f)
+        return;
+    for (int32_t i = 0; i < s->n_history; i++) {
+        float *l = &logits[s->history[i]];
+        *l = *l > 0.0f ? *l / r : *l * r;
+    }
+}
+
+/* Runs every processor after the penalty and leaves the surviving tokens,
+ * with logits divided by T, in s->cand[0..n_cand). Temperature > 0. */
+static void select_candidates(ilab_sampler *s, const float *logits)
+{
+    const ilab_sampling_t *p = &s->params;
+    int32_t n = s->vocab_size;
+    float inv_t = 1.0f / p->temperature;
+    float max_logit = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] > max_logit)
+            max_logit = logits[i];
+    max_logit *= inv_t;
+
+    /* Candidates, pre-filtered when top-p is on: tokens whose probability is
+     * below (1 - top_p) / V sum to less than 1 - top_p together, so the
+     * nucleus never reaches them; dropping them first keeps the sort short. */
+    bool use_top_k = p->top_k > 0 && p->top_k < n;
+    bool use_top_p = p->top_p < 1.0f;
+    double floor_logit = -INFINITY;
+    if (use_top_p) {
+        double sum = 0.0;
+        for (int32_t i = 0; i < n; i++)
+            sum += exp((double)logits[i] * inv_t - max_logit);
+        double floor_p = (1.0 - (double)p->top_p) / (double)n;
+        floor_logit = max_logit + log(sum) + log(floor_p);
+    }
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float l = logits[i] * inv_t;
+        if (l == -INFINITY || (double)l < floor_logit)
+            continue;
+        s->cand[m].logit = l;
+        s->cand[m].id = i;
+        m++;
+    }
+    if (m == 0) { /* every logit -inf, or all filtered: fall back to the argmax */
+        int32_t a = argmax(logits, n);
+        s->cand[0].logit = 0.0f;
+        s->cand[0].id = a;
+        s->n_cand = 1;
+        return;
+    }
+
+    if (use_top_k || use_top_p)
+        qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_candidate_desc);
+    if (use_top_k && m > p->top_k)
+        m = p->top_k;
+    if (use_top_p) {
+        /* Keep token i while the mass strictly before it is < top_p (HF's
+         * TopPLogitsWarper, written in descending order); at least one. */
+        double total = 0.0;
+        for (int32_t i = 0; i < m; i++)
+            total += exp((double)(s->cand[i].logit - s->cand[0].logit));
+        double before = 0.0;
+        int32_t keep = 0;
+        while (keep < m && before < (double)p->top_p * total) {
+            before += exp((double)(s->cand[keep].logit - s->cand[0].logit));
+            keep++;
+        }
+        m = keep > 0 ? keep : 1;
+    }
+    if (p->min_p > 0.0f) {
+        /* p_i >= min_p * p_max  <=>  l_i >= l_max + log(min_p) */
+        float top = -INFINITY;
+        for (int32_t i = 0; i < m; i++)
+            if (s->cand[i].logit > top)
+                top = s->cand[i].logit;
+        float threshold = top + logf(p->min_p);
+        int32_t w = 0;
+        for (int32_t i = 0; i < m; i++)
+            if (s->cand[i].logit >= threshold)
+                s->cand[w++] = s->cand[i];
+        m = w;
+    }
+    s->n_cand = m;
+}
+
+void ilab_sampler_process(ilab_sampler *s, float *logits)
+{
+    int32_t n = s->vocab_size;
+    apply_repetition_penalty(s, logits);
+    if (s->params.temperature == 0.0f) {
+        int32_t a = argmax(logits, n);
+        float keep = logits[a];
+        for (int32_t i = 0; i < n; i++)
+            logits[i] = -INFINITY;
+        logits[a] = keep;
+        return;
+    }
+    select_candidates(s, logits);
+    for (int32_t i = 0; i < n; i++)
+        logits[i] = -INFINITY;
+    for (int32_t i = 0; i < s->n_cand; i++)
+        logits[s->cand[i].id] = s->cand[i].logit;
+}
+
+/* The n most likely tokens of `x`, sorted descending, as logprobs. */
+static void top_logprobs(const float *x, int32_t n, double lse, ilab_logprob_t *top, int k)
+{
+    int filled = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (filled == k && !(v > top[k - 1].logprob))
+            continue;
+        int j = filled < k ? filled++ : k - 1;
+        while (j > 0 && v > top[j - 1].logprob) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j].token = i;
+        top[j].logprob = v;
+    }
+    for (int i = 0; i < filled; i++)
+        top[i].logprob = (float)((double)top[i].logprob - lse);
+}
+
+int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
+                            ilab_logprob_t *top, int n_top)
+{
+    int32_t n = s->vocab_size;
+
+    /* Raw distribution first: logsumexp, top list, and a copy for the
+     * chosen token's logprob (the processors overwrite `logits`). */
+    float max_raw = logits[argmax(logits, n)];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        sum += exp((double)(logits[i] - max_raw));
+    double lse = (double)max_raw + log(sum);
+    if (n_top > 0 && top)
+        top_logprobs(logits, n, lse, top, n_top > n ? n : n_top);
+    memcpy(s->raw, logits, (size_t)n * sizeof *logits);
+
+    int32_t token;
+    apply_repetition_penalty(s, logits);
+    if (s->params.temperature == 0.0f) {
+        token = argmax(logits, n);
+    } else {
+        select_candidates(s, logits);
+        float best = -INFINITY;
+        for (int32_t i = 0; i < s->n_cand; i++)
+            if (s->cand[i].logit > best)
+                best = s->cand[i].logit;
+        double total = 0.0;
+        for (int32_t i = 0; i < s->n_cand; i++)
+            total += exp((double)(s->cand[i].logit - best));
+        double u = ilab_rng_uniform(&s->rng) * total;
+        double acc = 0.0;
+        token = s->cand[s->n_cand - 1].id; /* rounding: the last one */
+        for (int32_t i = 0; i < s->n_cand; i++) {
+            acc += exp((double)(s->cand[i].logit - best));
+            if (u < acc) {
+                token = s->cand[i].id;
+                break;
+            }
+        }
+    }
+    if (logprob)
+        *logprob = (float)((double)s->raw[token] - lse);
+    return token;
+}

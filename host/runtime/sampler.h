@@ -1,0 +1,49 @@
+/* The host sampler: turns one row of logits into one token.
+ *
+ * Processors run in the order Hugging Face transformers applies them:
+ * repetition penalty, temperature, top-k, top-p, min-p; then one draw from
+ * the request's own seeded RNG. Temperature 0 is greedy (argmax after the
+ * repetition penalty) and never touches the RNG.
+ *
+ * Logprobs (the chosen token's and the top-k list) are log_softmax of the RAW
+ * logits the backend returned, before any processor — what vLLM returns by
+ * default — so they are finite for every token and comparable across
+ * sampling settings (LOG-4: full-vocabulary logsumexp == 0).
+ *
+ * One sampler per request; not thread-safe (the scheduler thread owns it). */
+#ifndef ILAB_HOST_SAMPLER_H
+#define ILAB_HOST_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inferlab/inferlab.h"
+#include "rng.h"
+
+typedef struct ilab_sampler ilab_sampler;
+
+/* Validate `params` (temperature >= 0, top_k >= 0, 0 < top_p <= 1,
+ * 0 <= min_p <= 1, repetition_penalty > 0) and allocate workspace for
+ * `vocab_size` logits. On ILAB_INVALID_ARGUMENT `err` names the parameter. */
+ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_size,
+                                char *err, size_t err_cap, ilab_sampler **out);
+void ilab_sampler_free(ilab_sampler *s);
+
+/* Record a token of the prompt or the output (repetition penalty history). */
+void ilab_sampler_accept(ilab_sampler *s, int32_t token);
+
+/* Pick the next token from `logits` (vocab_size floats; overwritten as
+ * scratch). `*logprob` gets the chosen token's raw logprob; `top` (room for
+ * `n_top` entries, may be NULL when n_top == 0) gets the n_top most likely
+ * tokens of the raw distribution, sorted descending (ties by lower id).
+ * Does not call accept(). Returns the token id. */
+int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
+                            ilab_logprob_t *top, int n_top);
+
+/* The processors alone, exposed for tests (SMP-5): apply repetition penalty,
+ * temperature, top-k, top-p and min-p to `logits` in place; removed tokens
+ * become -INFINITY; kept ones hold logit / T. Temperature 0 leaves only the
+ * argmax. */
+void ilab_sampler_process(ilab_sampler *s, float *logits);
+
+#endif
