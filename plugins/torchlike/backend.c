@@ -1,0 +1,668 @@
+/* torchlike — the plugin glue: ilab_backend_api_t over the model, the
+ * tokenizer and the KV cache, plus the bootstrap entry.
+ *
+ * Thread safety (manifest: sequence): one mutex serialises everything that
+ * touches sequences or the cache; the tokenizer and weights are read-only
+ * after create(), so tokenize/detokenize/token_piece take no lock. */
+#include <cblas.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inferlab/inferlab.h"
+
+#include "checkpoint.h"
+#include "embedded.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "sha256.h"
+#include "thread_pool.h"
+#include "tokenizer.h"
+
+#ifndef TORCHLIKE_DEFAULT_MODEL_NAME
+#define TORCHLIKE_DEFAULT_MODEL_NAME "random-default"
+#endif
+
+#define TL_MAX_BATCH 64
+
+struct ilab_backend {
+    const ilab_host_t *host;
+    tl_model model;
+    tl_tokenizer tok;
+    tl_kv_cache kv;
+    tl_thread_pool *pool;
+    int threads;
+    char name[64];
+
+    pthread_mutex_t lock;       /* sequences, cache, evaluation, digest */
+    char digest[80];            /* computed on first model_info() */
+
+    pthread_mutex_t error_lock; /* last_error may be read from any thread */
+    char error[1024];
+    size_t error_len;
+};
+
+static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&b->error_lock);
+    memcpy(b->error, msg, sizeof msg);
+    b->error_len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    pthread_mutex_unlock(&b->error_lock);
+    return st;
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef struct tl_settings {
+    const char *model;     /* "" = embedded */
+    const char *tokenizer; /* "" = embedded, or beside the model */
+    long threads;
+    long kv_blocks;
+    long max_sequences;
+} tl_settings;
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    if (!s || !*s)
+        return -1;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl_settings *s,
+                                 char *err, size_t cap)
+{
+    *s = (tl_settings){"", "", 0, 0, 64};
+    if (n > 0 && !config) {
+        snprintf(err, cap, "torchlike: config is NULL but n_config is %zu", n);
+        return ILAB_INVALID_ARGUMENT;
+    }
+    static const struct { const char *key; long lo, hi; size_t off; } ints[] = {
+        {"threads", 0, 256, offsetof(tl_settings, threads)},
+        {"kv_blocks", 0, 1 << 24, offsetof(tl_settings, kv_blocks)},
+        {"max_sequences", 1, 1 << 16, offsetof(tl_settings, max_sequences)},
+    };
+    for (size_t i = 0; i < n; i++) {
+        const char *k = config[i].key, *v = config[i].value;
+        if (!k || !v) {
+            snprintf(err, cap, "torchlike: config entry %zu has a NULL key or value", i);
+            return ILAB_INVALID_ARGUMENT;
+        }
+        if (strcmp(k, "model") == 0) {
+            s->model = v;
+            continue;
+        }
+        if (strcmp(k, "tokenizer") == 0) {
+            s->tokenizer = v;
+            continue;
+        }
+        size_t j;
+        for (j = 0; j < sizeof ints / sizeof *ints; j++) {
+            if (strcmp(k, ints[j].key) != 0)
+                continue;
+            long val;
+            if (parse_long(v, &val) != 0 || val < ints[j].lo || val > ints[j].hi) {
+                snprintf(err, cap, "torchlike: config key '%s' must be an integer in %ld..%ld, got \"%s\"",
+                         k, ints[j].lo, ints[j].hi, v);
+                return ILAB_INVALID_ARGUMENT;
+            }
+            *(long *)((char *)s + ints[j].off) = val;
+            break;
+        }
+        if (j == sizeof ints / sizeof *ints) {
+            snprintf(err, cap, "torchlike: unknown config key '%s' (known: model, tokenizer, "
+                     "threads, kv_blocks, max_sequences)", k);
+            return ILAB_INVALID_ARGUMENT;
+        }
+    }
+    return ILAB_OK;
+}
+
+/* "austen-tiny" for .../austen-tiny/model.bin, "stories15M" for stories15M.bin. */
+static void name_from_path(const char *path, char *name, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strcspn(base, ".");
+    if (len == 5 && strncmp(base, "model", 5) == 0 && base > path + 1) {
+        const char *dir_end = base - 1, *dir = dir_end;
+        while (dir > path && dir[-1] != '/')
+            dir--;
+        if (dir_end > dir) {
+            snprintf(name, cap, "%.*s", (int)(dir_end - dir), dir);
+            return;
+        }
+    }
+    snprintf(name, cap, "%.*s", (int)len, base);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static ilab_status tl_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
+                            size_t n_config, char *reason, size_t reason_cap)
+{
+    char local[8];
+    if (!reason || reason_cap == 0) {
+        reason = local;
+        reason_cap = sizeof local;
+    }
+    reason[0] = '\0';
+    tl_settings s;
+    ilab_status st = read_settings(config, n_config, &s, reason, reason_cap);
+    if (st != ILAB_OK)
+        return st;
+    const char *files[2] = {s.model, s.tokenizer};
+    for (int i = 0; i < 2; i++) {
+        if (files[i][0] && access(files[i], R_OK) != 0) {
+            snprintf(reason, reason_cap, "torchlike: %s file %s is not readable",
+                     i == 0 ? "model" : "tokenizer", files[i]);
+            return ILAB_UNAVAILABLE;
+        }
+    }
+    return ILAB_OK;
+}
+
+static void tl_destroy(ilab_backend_t *b);
+
+static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t *config,
+                             size_t n_config, char *error, size_t error_cap,
+                             ilab_backend_t **out)
+{
+    char local[8];
+    if (!error || error_cap == 0) {
+        error = local;
+        error_cap = sizeof local;
+    }
+    error[0] = '\0';
+    if (!out) {
+        snprintf(error, error_cap, "torchlike: create: out is NULL");
+        return ILAB_INVALID_ARGUMENT;
+    }
+    tl_settings s;
+    ilab_status st = read_settings(config, n_config, &s, error, error_cap);
+    if (st != ILAB_OK)
+        return st;
+
+    ilab_backend_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(error, error_cap, "torchlike: out of memory");
+        return ILAB_OUT_OF_MEMORY;
+    }
+    b->host = host;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_mutex_init(&b->error_lock, NULL);
+
+    tl_checkpoint ck;
+    if (s.model[0]) {
+        st = tl_checkpoint_open(s.model, &ck, error, error_cap);
+        name_from_path(s.model, b->name, sizeof b->name);
+    } else {
+        st = tl_checkpoint_from_memory(tl_embedded_model,
+                                       (size_t)(tl_embedded_model_end - tl_embedded_model),
+                                       "<embedded default>", &ck, error, error_cap);
+        snprintf(b->name, sizeof b->name, "%s", TORCHLIKE_DEFAULT_MODEL_NAME);
+    }
+    if (st != ILAB_OK) {
+        free(b);
+        return st;
+    }
+    tl_model_init(&b->model, &ck);
+
+    if (s.tokenizer[0]) {
+        st = tl_tokenizer_load_file(s.tokenizer, ck.cfg.vocab_size, ck.label, &b->tok,
+                                    error, error_cap);
+    } else if (s.model[0]) {
+        /* A user's model needs its own vocabulary: look beside it. */
+        char path[4096];
+        const char *slash = strrchr(s.model, '/');
+        int dir_len = slash ? (int)(slash - s.model) + 1 : 0;
+        snprintf(path, sizeof path, "%.*stokenizer.bin", dir_len, s.model);
+        if (access(path, R_OK) != 0) {
+            snprintf(error, error_cap, "torchlike: config key 'tokenizer' is empty and %s does not "
+                     "exist; set tokenizer to the tokenizer.bin of model %s", path, s.model);
+            st = ILAB_INVALID_ARGUMENT;
+        } else {
+            st = tl_tokenizer_load_file(path, ck.cfg.vocab_size, ck.label, &b->tok, error, error_cap);
+        }
+    } else {
+        st = tl_tokenizer_load(tl_embedded_tokenizer,
+                               (size_t)(tl_embedded_tokenizer_end - tl_embedded_tokenizer),
+                               "<embedded default>", ck.cfg.vocab_size, ck.label, &b->tok,
+                               error, error_cap);
+    }
+    if (st != ILAB_OK)
+        goto fail;
+
+    b->threads = (int)s.threads;
+    if (b->threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        b->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+    }
+    st = tl_thread_pool_create(b->threads, &b->pool);
+    if (st != ILAB_OK) {
+        snprintf(error, error_cap, "torchlike: cannot start %d threads", b->threads);
+        goto fail;
+    }
+    /* OpenBLAS's thread count is process-wide; the last instance created wins. */
+    openblas_set_num_threads(b->threads);
+
+    int per_seq = (ck.cfg.seq_len + TL_KV_BLOCK - 1) / TL_KV_BLOCK;
+    long blocks = s.kv_blocks ? s.kv_blocks : s.max_sequences * (long)per_seq;
+    if (blocks > INT_MAX / 2)
+        blocks = INT_MAX / 2;
+    st = tl_kv_init(&b->kv, ck.cfg.n_layers, b->model.kv_dim, ck.cfg.seq_len, (int)blocks,
+                    (int)s.max_sequences);
+    if (st != ILAB_OK) {
+        snprintf(error, error_cap, "torchlike: cannot reserve a KV cache of %ld blocks "
+                 "(config key kv_blocks); try a smaller value", blocks);
+        goto fail;
+    }
+    *out = b;
+    return ILAB_OK;
+fail:
+    tl_destroy(b);
+    return st;
+}
+
+static void tl_destroy(ilab_backend_t *b)
+{
+    if (!b)
+        return;
+    tl_thread_pool_destroy(b->pool);
+    if (b->kv.mem)
+        tl_kv_destroy(&b->kv);
+    tl_tokenizer_free(&b->tok);
+    tl_model_close(&b->model);
+    pthread_mutex_destroy(&b->lock);
+    pthread_mutex_destroy(&b->error_lock);
+    free(b);
+}
+
+static size_t tl_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
+{
+    ilab_backend_t *b = (ilab_backend_t *)cb; /* the lock is not part of the logical state */
+    if (!b) {
+        static const char msg[] = "torchlike: backend is NULL";
+        if (buf && cap)
+            snprintf(buf, cap, "%s", msg);
+        return sizeof msg - 1;
+    }
+    pthread_mutex_lock(&b->error_lock);
+    size_t len = b->error_len;
+    if (buf && cap)
+        snprintf(buf, cap, "%s", b->error);
+    pthread_mutex_unlock(&b->error_lock);
+    return len;
+}
+
+static ilab_status tl_model_info(ilab_backend_t *b, ilab_model_info_t *info)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!info || info->struct_size < offsetof(ilab_model_info_t, vocab_size) + sizeof(int32_t))
+        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: info is NULL or its struct_size is too small");
+    pthread_mutex_lock(&b->lock);
+    if (!b->digest[0]) {
+        char hex[65];
+        tl_sha256_hex(b->model.ck.bytes, b->model.ck.size, hex);
+        snprintf(b->digest, sizeof b->digest, "sha256:%s", hex);
+    }
+    pthread_mutex_unlock(&b->lock);
+    ilab_model_info_t full;
+    memset(&full, 0, sizeof full);
+    full.vocab_size = b->model.cfg.vocab_size;
+    full.bos_id = b->tok.bos_id;
+    full.eos_id = b->tok.eos_id;
+    full.max_context = b->model.cfg.seq_len;
+    snprintf(full.name, sizeof full.name, "%s", b->name);
+    snprintf(full.digest, sizeof full.digest, "%s", b->digest);
+    uint32_t size = info->struct_size < sizeof full ? info->struct_size : (uint32_t)sizeof full;
+    full.struct_size = info->struct_size;
+    memcpy(info, &full, size);
+    return ILAB_OK;
+}
+
+/* ---- tokens ---------------------------------------------------------------- */
+
+static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, uint32_t flags,
+                               int32_t *tokens, size_t cap, size_t *n_tokens)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if ((!text && len > 0) || !n_tokens || (!tokens && cap > 0))
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: text, tokens or n_tokens is NULL");
+    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flags 0x%x", flags);
+    /* Each byte gives at most one id, plus the dummy prefix, BOS and EOS. */
+    if (len > (SIZE_MAX / sizeof(int32_t)) - 4)
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: text of %zu bytes is too long", len);
+    int32_t *tmp = malloc((len + 3) * sizeof *tmp);
+    if (!tmp)
+        return fail(b, ILAB_OUT_OF_MEMORY, "tokenize: out of memory for %zu bytes of text", len);
+    size_t n = 0;
+    ilab_status st = tl_tokenizer_encode(&b->tok, text ? text : "", len,
+                                         (flags & ILAB_TOKENIZE_ADD_BOS) != 0,
+                                         (flags & ILAB_TOKENIZE_ADD_EOS) != 0, tmp, len + 3, &n);
+    if (st != ILAB_OK) {
+        free(tmp);
+        return fail(b, st, "tokenize: out of memory");
+    }
+    *n_tokens = n;
+    if (n > cap) {
+        free(tmp);
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "tokenize: %zu tokens do not fit in a buffer of %zu",
+                    n, cap);
+    }
+    if (n)
+        memcpy(tokens, tmp, n * sizeof *tmp);
+    free(tmp);
+    return ILAB_OK;
+}
+
+static int token_ok(const ilab_backend_t *b, int32_t t)
+{
+    return t >= 0 && t < b->tok.vocab_size;
+}
+
+static ilab_status tl_detokenize(ilab_backend_t *b, const int32_t *tokens, size_t n_tokens,
+                                 char *text, size_t cap, size_t *len)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if ((!tokens && n_tokens > 0) || !len || (!text && cap > 0))
+        return fail(b, ILAB_INVALID_ARGUMENT, "detokenize: tokens, text or len is NULL");
+    size_t need = 0;
+    for (size_t i = 0; i < n_tokens; i++) {
+        if (!token_ok(b, tokens[i]))
+            return fail(b, ILAB_INVALID_ARGUMENT, "detokenize: token %zu is id %d, outside [0, %d)",
+                        i, (int)tokens[i], b->tok.vocab_size);
+        const char *p;
+        size_t n;
+        tl_tokenizer_piece(&b->tok, i ? tokens[i - 1] : -1, tokens[i], &p, &n);
+        need += n;
+    }
+    if (cap < need + 1) {
+        *len = need;
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "detokenize: %zu bytes (+ NUL) do not fit in %zu",
+                    need, cap);
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n_tokens; i++) {
+        const char *p;
+        size_t n;
+        tl_tokenizer_piece(&b->tok, i ? tokens[i - 1] : -1, tokens[i], &p, &n);
+        memcpy(text + at, p, n);
+        at += n;
+    }
+    text[at] = '\0';
+    *len = at;
+    return ILAB_OK;
+}
+
+static ilab_status tl_token_piece(ilab_backend_t *b, int32_t prev_token, int32_t token,
+                                  char *piece, size_t cap, size_t *len)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!len || (!piece && cap > 0))
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: piece or len is NULL");
+    if (!token_ok(b, token) || (prev_token != -1 && !token_ok(b, prev_token)))
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: token %d or prev_token %d is outside "
+                    "[0, %d) (prev_token may be -1)", (int)token, (int)prev_token, b->tok.vocab_size);
+    const char *p;
+    size_t n;
+    tl_tokenizer_piece(&b->tok, prev_token, token, &p, &n);
+    if (cap < n + 1) {
+        *len = n;
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "token_piece: %zu bytes (+ NUL) do not fit in %zu",
+                    n, cap);
+    }
+    memcpy(piece, p, n);
+    piece[n] = '\0';
+    *len = n;
+    return ILAB_OK;
+}
+
+/* ---- sequences --------------------------------------------------------------- */
+
+static ilab_status stale(ilab_backend_t *b, const char *call, ilab_seq_t seq)
+{
+    return fail(b, ILAB_INVALID_ARGUMENT, "%s: sequence handle 0x%llx is stale (freed) or was "
+                "never issued", call, (unsigned long long)seq);
+}
+
+static ilab_status tl_seq_create(ilab_backend_t *b, ilab_seq_t *seq)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!seq)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_create: seq is NULL");
+    pthread_mutex_lock(&b->lock);
+    uint64_t h;
+    ilab_status st = tl_kv_seq_create(&b->kv, &h);
+    pthread_mutex_unlock(&b->lock);
+    if (st != ILAB_OK)
+        return fail(b, st, "seq_create: all %d sequence slots are in use (config key max_sequences)",
+                    b->kv.max_sequences);
+    *seq = h;
+    return ILAB_OK;
+}
+
+static ilab_status tl_seq_free(ilab_backend_t *b, ilab_seq_t seq)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    pthread_mutex_lock(&b->lock);
+    tl_kv_sequence *s = tl_kv_seq_get(&b->kv, seq);
+    if (s)
+        tl_kv_seq_free(&b->kv, s);
+    pthread_mutex_unlock(&b->lock);
+    return s ? ILAB_OK : stale(b, "seq_free", seq);
+}
+
+static ilab_status tl_seq_fork(ilab_backend_t *b, ilab_seq_t parent, ilab_seq_t *child)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!child)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_fork: child is NULL");
+    pthread_mutex_lock(&b->lock);
+    tl_kv_sequence *s = tl_kv_seq_get(&b->kv, parent);
+    uint64_t h = 0;
+    ilab_status st = s ? tl_kv_seq_fork(&b->kv, s, &h) : ILAB_INVALID_ARGUMENT;
+    pthread_mutex_unlock(&b->lock);
+    if (!s)
+        return stale(b, "seq_fork", parent);
+    if (st != ILAB_OK)
+        return fail(b, st, "seq_fork: all %d sequence slots are in use (config key max_sequences)",
+                    b->kv.max_sequences);
+    *child = h;
+    return ILAB_OK;
+}
+
+static ilab_status tl_seq_truncate(ilab_backend_t *b, ilab_seq_t seq, int32_t n_keep)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    pthread_mutex_lock(&b->lock);
+    tl_kv_sequence *s = tl_kv_seq_get(&b->kv, seq);
+    int length = s ? s->length : 0;
+    int ok = s && n_keep >= 0 && n_keep <= length;
+    if (ok)
+        tl_kv_seq_truncate(&b->kv, s, n_keep);
+    pthread_mutex_unlock(&b->lock);
+    if (!s)
+        return stale(b, "seq_truncate", seq);
+    if (!ok)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: n_keep %d is outside 0..%d (the "
+                    "sequence's length)", (int)n_keep, length);
+    return ILAB_OK;
+}
+
+static ilab_status tl_seq_length(ilab_backend_t *b, ilab_seq_t seq, int32_t *length)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!length)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_length: length is NULL");
+    pthread_mutex_lock(&b->lock);
+    tl_kv_sequence *s = tl_kv_seq_get(&b->kv, seq);
+    int n = s ? s->length : 0;
+    pthread_mutex_unlock(&b->lock);
+    if (!s)
+        return stale(b, "seq_length", seq);
+    *length = n;
+    return ILAB_OK;
+}
+
+/* ---- evaluation ----------------------------------------------------------------- */
+
+/* Check every item before anything changes (eval is all-or-nothing). */
+static ilab_status check_items(ilab_backend_t *b, const ilab_batch_item_t *const *items,
+                               size_t n_items, tl_kv_sequence **seqs)
+{
+    size_t min_size = offsetof(ilab_batch_item_t, logits) + sizeof(float *);
+    int blocks = 0;
+    for (size_t i = 0; i < n_items; i++) {
+        const ilab_batch_item_t *it = items[i];
+        if (!it)
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu is NULL", i);
+        if (it->struct_size < min_size)
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has struct_size %u; at least %zu "
+                        "is needed", i, it->struct_size, min_size);
+        seqs[i] = tl_kv_seq_get(&b->kv, it->seq);
+        if (!seqs[i])
+            return stale(b, "eval", it->seq);
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return fail(b, ILAB_INVALID_ARGUMENT, "eval: items %zu and %zu name the same "
+                            "sequence 0x%llx", j, i, (unsigned long long)it->seq);
+        if (!it->tokens || it->n_tokens < 1)
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has no tokens (n_tokens %d)",
+                        i, (int)it->n_tokens);
+        if (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has unknown flags 0x%x", i,
+                        it->flags);
+        for (int32_t t = 0; t < it->n_tokens; t++)
+            if (!token_ok(b, it->tokens[t]))
+                return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu token %d is id %d, outside "
+                            "[0, %d)", i, (int)t, (int)it->tokens[t], b->tok.vocab_size);
+        if ((long)seqs[i]->length + it->n_tokens > b->model.cfg.seq_len)
+            return fail(b, ILAB_CONTEXT_OVERFLOW, "eval: item %zu: %d positions + %d new tokens "
+                        "would pass max_context %d", i, seqs[i]->length, (int)it->n_tokens,
+                        b->model.cfg.seq_len);
+        blocks += tl_kv_blocks_needed(&b->kv, seqs[i], it->n_tokens);
+    }
+    if (blocks > b->kv.n_free)
+        return fail(b, ILAB_OUT_OF_MEMORY, "eval: the KV cache needs %d more blocks but %d of %d "
+                    "are free (config key kv_blocks)", blocks, b->kv.n_free, b->kv.n_blocks);
+    return ILAB_OK;
+}
+
+static ilab_status tl_eval(ilab_backend_t *b, const ilab_batch_item_t *const *items,
+                           size_t n_items)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!items && n_items > 0)
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: items is NULL");
+    if (n_items == 0)
+        return ILAB_OK;
+    if (n_items > TL_MAX_BATCH)
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: %zu items exceed max_batch %d", n_items,
+                    TL_MAX_BATCH);
+    tl_kv_sequence *seqs[TL_MAX_BATCH];
+    tl_forward_item fwd[TL_MAX_BATCH];
+    pthread_mutex_lock(&b->lock);
+    ilab_status st = check_items(b, items, n_items, seqs);
+    if (st != ILAB_OK) {
+        pthread_mutex_unlock(&b->lock);
+        return st;
+    }
+    for (size_t i = 0; i < n_items; i++)
+        fwd[i] = (tl_forward_item){items[i]->tokens, items[i]->n_tokens, seqs[i]->length,
+                                   NULL, (items[i]->flags & ILAB_EVAL_ALL_LOGITS) != 0,
+                                   items[i]->logits};
+    tl_workspace ws;
+    st = tl_workspace_alloc(&ws, &b->model, fwd, (int)n_items, tl_thread_pool_size(b->pool));
+    if (st != ILAB_OK) {
+        pthread_mutex_unlock(&b->lock);
+        return fail(b, st, "eval: out of memory for the activations of %zu items", n_items);
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        tl_kv_prepare_append(&b->kv, seqs[i], items[i]->n_tokens);
+        fwd[i].blocks = seqs[i]->blocks;
+    }
+    tl_model_forward(&b->model, &b->kv, fwd, (int)n_items, &ws, b->pool);
+    for (size_t i = 0; i < n_items; i++)
+        seqs[i]->length += items[i]->n_tokens;
+    pthread_mutex_unlock(&b->lock);
+    tl_workspace_free(&ws);
+    return ILAB_OK;
+}
+
+/* ---- capabilities not declared ------------------------------------------------------ */
+
+static ilab_status tl_generate(ilab_backend_t *b, const ilab_generate_request_t *request,
+                               ilab_event_fn on_event, void *user_data)
+{
+    if (!b)
+        return ILAB_UNSUPPORTED;
+    return fail(b, ILAB_UNSUPPORTED, "generate: capability 'sampling: backend' not declared "
+                "(torchlike declares sampling: host; use eval and sample on the host)");
+}
+
+static ilab_status tl_cancel(ilab_backend_t *b, uint64_t request_id)
+{
+    if (!b)
+        return ILAB_UNSUPPORTED;
+    return fail(b, ILAB_UNSUPPORTED, "cancel: capability 'cancel' not declared (torchlike has no "
+                "backend-owned generation to cancel)");
+}
+
+static const ilab_backend_api_t torchlike_api = {
+    .struct_size = sizeof(ilab_backend_api_t),
+    .probe = tl_probe,
+    .create = tl_create,
+    .destroy = tl_destroy,
+    .last_error = tl_last_error,
+    .model_info = tl_model_info,
+    .tokenize = tl_tokenize,
+    .detokenize = tl_detokenize,
+    .token_piece = tl_token_piece,
+    .seq_create = tl_seq_create,
+    .seq_free = tl_seq_free,
+    .seq_fork = tl_seq_fork,
+    .seq_truncate = tl_seq_truncate,
+    .seq_length = tl_seq_length,
+    .eval = tl_eval,
+    .generate = tl_generate,
+    .cancel = tl_cancel,
+};
+
+ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
+    .struct_size = sizeof(ilab_plugin_entry_t),
+    .abi_major = ILAB_ABI_MAJOR,
+    .abi_minor = ILAB_ABI_MINOR,
+    .name = "torchlike",
+    .version = "0.1.0",
+    .manifest_yaml = tl_manifest_yaml,
+    .backend = &torchlike_api,
+};

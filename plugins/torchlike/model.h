@@ -1,0 +1,55 @@
+/* torchlike — the Llama decoder: one forward pass over a batch of sequences.
+ *
+ * Every token of every item goes through each weight matrix in one GEMM
+ * (one matrix-vector product when the batch is a single token); attention
+ * runs per token over its own sequence's cache blocks. */
+#ifndef TORCHLIKE_MODEL_H
+#define TORCHLIKE_MODEL_H
+
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "kv_cache.h"
+#include "tensor.h"
+#include "thread_pool.h"
+
+typedef struct tl_model {
+    tl_checkpoint ck; /* owned: closed by tl_model_close */
+    tl_config cfg;
+    int head_size, kv_dim;
+} tl_model;
+
+void tl_model_init(tl_model *m, const tl_checkpoint *ck); /* takes ownership of ck */
+void tl_model_close(tl_model *m);
+
+/* One sequence's share of a forward pass. */
+typedef struct tl_forward_item {
+    const int32_t *tokens; /* ids already checked to be in range */
+    int n_tokens;
+    int start_pos;         /* positions already in the cache */
+    const int *blocks;     /* block table covering start_pos + n_tokens */
+    int all_logits;        /* logits for every token, not only the last */
+    float *logits;         /* NULL for none */
+} tl_forward_item;
+
+/* Scratch for one forward pass, allocated before any state changes so that a
+ * failed allocation leaves every sequence as it was. */
+typedef struct tl_workspace {
+    int n_tokens, n_logit_rows, n_threads;
+    tl_tensor x, xb, xb2, q, k, v, hb, hb2, xr, logits;
+    tl_tensor scores;  /* [n_threads][seq_len] attention weights */
+    int *token_item;   /* [n_tokens] item of each token */
+    int *token_pos;    /* [n_tokens] position of each token */
+    int *token_id;     /* [n_tokens] */
+} tl_workspace;
+
+ilab_status tl_workspace_alloc(tl_workspace *ws, const tl_model *m,
+                               const tl_forward_item *items, int n_items, int n_threads);
+void tl_workspace_free(tl_workspace *ws);
+
+/* Run the pass: writes keys/values at each token's position and the logits
+ * asked for. Cannot fail once the workspace and the cache blocks exist. */
+void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item *items,
+                      int n_items, tl_workspace *ws, tl_thread_pool *pool);
+
+#endif

@@ -1,0 +1,215 @@
+#include "ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static tl_matvec_kind matvec_kind = TL_MATVEC_OWN;
+
+void tl_ops_set_matvec(tl_matvec_kind kind)
+{
+    matvec_kind = kind;
+}
+
+tl_matvec_kind tl_ops_matvec(void)
+{
+    return matvec_kind;
+}
+
+/* Eight floats: GCC vector extensions give portable SIMD (SSE pairs, or one
+ * AVX register in the x86-64-v3 clone) without intrinsics. */
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Macros rather than functions: passing vectors by value between functions
+ * compiled for different ISAs would change their calling convention. */
+#define LOAD8(p) (*(const v8f_unaligned *)(p))
+#define HSUM8(v) ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
+typedef float v8f_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define TL_CLONES
+#endif
+
+/* out[r] = w[r] . x for r in [r0, r1). Four rows at a time so each load of x
+ * feeds four multiply-adds; the weights stream through once. */
+TL_CLONES
+static void matvec_rows(const float *w, const float *x, float *out, int d, int r0, int r1)
+{
+    int d8 = d & ~7;
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const float *w0 = w + (size_t)r * d, *w1 = w0 + d, *w2 = w1 + d, *w3 = w2 + d;
+        v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int i = 0; i < d8; i += 8) {
+            v8f xv = LOAD8(x + i);
+            a0 += LOAD8(w0 + i) * xv;
+            a1 += LOAD8(w1 + i) * xv;
+            a2 += LOAD8(w2 + i) * xv;
+            a3 += LOAD8(w3 + i) * xv;
+        }
+        float s0 = HSUM8(a0), s1 = HSUM8(a1), s2 = HSUM8(a2), s3 = HSUM8(a3);
+        for (int i = d8; i < d; i++) {
+            s0 += w0[i] * x[i];
+            s1 += w1[i] * x[i];
+            s2 += w2[i] * x[i];
+            s3 += w3[i] * x[i];
+        }
+        out[r] = s0;
+        out[r + 1] = s1;
+        out[r + 2] = s2;
+        out[r + 3] = s3;
+    }
+    for (; r < r1; r++) {
+        const float *wr = w + (size_t)r * d;
+        v8f a = {0};
+        for (int i = 0; i < d8; i += 8)
+            a += LOAD8(wr + i) * LOAD8(x + i);
+        float s = HSUM8(a);
+        for (int i = d8; i < d; i++)
+            s += wr[i] * x[i];
+        out[r] = s;
+    }
+}
+
+float tl_dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Rows of several products laid end to end, split evenly over threads. */
+typedef struct matvec_job {
+    float *const *outs;
+    const tl_tensor *const *ws;
+    int n_products;
+    const float *x;
+} matvec_job;
+
+static void matvec_task(void *ctxp, int begin, int end, int thread)
+{
+    const matvec_job *job = ctxp;
+    int base = 0;
+    for (int p = 0; p < job->n_products; p++) {
+        int rows = (int)tl_tensor_rows_of(job->ws[p]);
+        int lo = begin > base ? begin - base : 0;
+        int hi = end - base < rows ? end - base : rows;
+        if (lo < hi)
+            matvec_rows(job->ws[p]->data, job->x, job->outs[p],
+                        (int)tl_tensor_cols_of(job->ws[p]), lo, hi);
+        base += rows;
+    }
+}
+
+void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_products,
+                     const float *x, tl_thread_pool *pool)
+{
+    if (matvec_kind == TL_MATVEC_BLAS) {
+        for (int p = 0; p < n_products; p++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)tl_tensor_rows_of(ws[p]),
+                        (int)tl_tensor_cols_of(ws[p]), 1.0f, ws[p]->data,
+                        (int)ws[p]->stride[0], x, 1, 0.0f, outs[p], 1);
+        return;
+    }
+    int total = 0;
+    for (int p = 0; p < n_products; p++)
+        total += (int)tl_tensor_rows_of(ws[p]);
+    matvec_job job = {outs, ws, n_products, x};
+    /* Grain of 16 rows: chunk edges stay on 4-row groups and cache lines. */
+    tl_parallel_for(pool, total, 16, matvec_task, &job);
+}
+
+void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool)
+{
+    int T = (int)tl_tensor_rows_of(x), d = (int)tl_tensor_cols_of(x);
+    int n = (int)tl_tensor_rows_of(w);
+    if (T == 1) {
+        float *o = out->data;
+        const tl_tensor *wp = w;
+        tl_matvec_multi(&o, &wp, 1, x->data, pool);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, d, 1.0f, x->data,
+                (int)x->stride[0], w->data, (int)w->stride[0], 0.0f, out->data,
+                (int)out->stride[0]);
+}
+
+void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight)
+{
+    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
+    for (size_t t = 0; t < T; t++) {
+        const float *xr = tl_tensor_row(x, t);
+        float *o = tl_tensor_row(out, t);
+        float ss = 0.0f;
+        for (size_t i = 0; i < d; i++)
+            ss += xr[i] * xr[i];
+        ss /= (float)d;
+        ss += 1e-5f;
+        ss = 1.0f / sqrtf(ss);
+        for (size_t i = 0; i < d; i++)
+            o[i] = weight[i] * (ss * xr[i]);
+    }
+}
+
+void tl_rope_row(float *x, int n_features, int head_size, int pos)
+{
+    for (int i = 0; i < n_features; i += 2) {
+        int head_dim = i % head_size;
+        float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)head_size);
+        float val = (float)pos * freq;
+        float fcr = cosf(val), fci = sinf(val);
+        float v0 = x[i], v1 = x[i + 1];
+        x[i] = v0 * fcr - v1 * fci;
+        x[i + 1] = v0 * fci + v1 * fcr;
+    }
+}
+
+void tl_softmax(float *x, int n)
+{
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max)
+            max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++)
+        x[i] /= sum;
+}
+
+void tl_swiglu(tl_tensor *h1, const tl_tensor *h3)
+{
+    size_t T = tl_tensor_rows_of(h1), d = tl_tensor_cols_of(h1);
+    for (size_t t = 0; t < T; t++) {
+        float *a = tl_tensor_row(h1, t);
+        const float *b = tl_tensor_row(h3, t);
+        for (size_t i = 0; i < d; i++) {
+            float v = a[i];
+            v *= 1.0f / (1.0f + expf(-v));
+            a[i] = v * b[i];
+        }
+    }
+}
+
+void tl_add(tl_tensor *x, const tl_tensor *y)
+{
+    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
+    for (size_t t = 0; t < T; t++) {
+        float *a = tl_tensor_row(x, t);
+        const float *b = tl_tensor_row(y, t);
+        for (size_t i = 0; i < d; i++)
+            a[i] += b[i];
+    }
+}
+
+void tl_embedding(tl_tensor *out, const float *table, const int *ids)
+{
+    size_t T = tl_tensor_rows_of(out), d = tl_tensor_cols_of(out);
+    for (size_t t = 0; t < T; t++)
+        memcpy(tl_tensor_row(out, t), table + (size_t)ids[t] * d, d * sizeof(float));
+}

@@ -1,0 +1,50 @@
+/* torchlike — the operators of a Llama decoder over tl_tensor rows.
+ * Activations are [tokens][features]; weights are [out][in] (llama2.c). */
+#ifndef TORCHLIKE_OPS_H
+#define TORCHLIKE_OPS_H
+
+#include "tensor.h"
+#include "thread_pool.h"
+
+/* How a single row (one decoding token) is multiplied by a weight matrix:
+ * a single token's matmul is bound by reading the weights once, so it gets
+ * a kernel of its own. Both are kept so bench/decode can compare them. */
+typedef enum tl_matvec_kind {
+    TL_MATVEC_OWN = 0,  /* the vectorised loop below, rows split over the pool */
+    TL_MATVEC_BLAS = 1, /* cblas_sgemv */
+} tl_matvec_kind;
+
+void tl_ops_set_matvec(tl_matvec_kind kind); /* process-wide; for benchmarks */
+tl_matvec_kind tl_ops_matvec(void);
+
+/* out[T][n] = x[T][d] . w[n][d]^T: cblas_sgemm for T > 1 (one GEMM over every
+ * token of a batch), the matvec path for T == 1. */
+void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool);
+
+/* Several products of the same single row `x` in one parallel loop, so a
+ * decode step pays one thread hand-off for q/k/v (or w1/w3) together. */
+void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_products,
+                     const float *x, tl_thread_pool *pool);
+
+/* out = weight * x / sqrt(mean(x^2) + 1e-5), row by row. */
+void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight);
+
+/* Rotate pairs (x[2i], x[2i+1]) of each head by position * 10000^(-2i/head),
+ * llama2.c's interleaved convention, for one row of `n_features`. */
+void tl_rope_row(float *x, int n_features, int head_size, int pos);
+
+/* In-place softmax over n values. */
+void tl_softmax(float *x, int n);
+
+/* h1 = silu(h1) * h3, element-wise (SwiGLU). */
+void tl_swiglu(tl_tensor *h1, const tl_tensor *h3);
+
+/* x += y, element-wise. */
+void tl_add(tl_tensor *x, const tl_tensor *y);
+
+/* out row t = table row ids[t]. */
+void tl_embedding(tl_tensor *out, const float *table, const int *ids);
+
+float tl_dot(const float *a, const float *b, int n);
+
+#endif

@@ -1,0 +1,56 @@
+/* torchlike — the llama2.c tokenizer.bin format and SentencePiece-style BPE.
+ *
+ * File: int32 max_token_length, then per token: float32 score, int32 length,
+ * `length` bytes (no NUL). SentencePiece's "▁" is stored as a plain space.
+ * Conventions: 0 <unk>, 1 BOS, 2 EOS, byte fallback pieces "<0xHH>". */
+#ifndef TORCHLIKE_TOKENIZER_H
+#define TORCHLIKE_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inferlab/status.h"
+
+typedef struct tl_piece_index {
+    const char *str; /* borrowed from the tokenizer's piece storage */
+    int len;
+    int id;
+} tl_piece_index;
+
+typedef struct tl_tokenizer {
+    int vocab_size;
+    int max_token_length;
+    char **pieces;          /* owned; pieces[i] has piece_len[i] bytes (+ NUL) */
+    int *piece_len;
+    float *scores;
+    tl_piece_index *sorted; /* pieces sorted by bytes, for lookup */
+    int byte_id[256];       /* id of "<0xHH>", or -1 when the vocabulary has none */
+    int bos_id, eos_id, unk_id;
+} tl_tokenizer;
+
+/* Parse tokenizer.bin bytes. `expected_vocab` is the model's vocab_size; a
+ * different entry count is an error naming both files (`model_label`). */
+ilab_status tl_tokenizer_load(const void *bytes, size_t size, const char *label,
+                              int expected_vocab, const char *model_label,
+                              tl_tokenizer *out, char *err, size_t err_cap);
+ilab_status tl_tokenizer_load_file(const char *path, int expected_vocab,
+                                   const char *model_label, tl_tokenizer *out,
+                                   char *err, size_t err_cap);
+void tl_tokenizer_free(tl_tokenizer *t);
+
+/* Encode: dummy-prefix space (when text is non-empty), code points looked up
+ * whole, unknown ones by byte fallback, then BPE merges by highest score
+ * (leftmost on ties). Writes at most `cap` ids; `*n` = ids needed. Returns
+ * ILAB_OUT_OF_MEMORY on allocation failure, else ILAB_OK (even when cap is
+ * short: the caller compares *n with cap). */
+ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t len,
+                                int add_bos, int add_eos, int32_t *ids, size_t cap,
+                                size_t *n);
+
+/* The bytes `token` contributes after `prev` (-1 at the start of text):
+ * BOS/EOS give "", byte-fallback tokens their byte, and the leading space of
+ * the first piece of a text is dropped. `token` must be in range. */
+void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
+                        const char **bytes, size_t *len);
+
+#endif
