@@ -285,7 +285,7 @@ static int parse_args(int argc, char **argv, int info, list_options *o)
         return 1;
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
         switch (c) {
         case 'd': {
             struct stat st;

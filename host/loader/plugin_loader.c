@@ -247,6 +247,12 @@ static ilab_status check_table(const char *path, const ilab_backend_api_t *t, ch
                       "backend table struct_size %u is not sane (ABI %d.%d: at least %zu, "
                       "full table %zu)", t->struct_size, ILAB_ABI_MAJOR, ILAB_ABI_MINOR,
                       BACKEND_MIN_SIZE, sizeof *t);
+    return ILAB_OK;
+}
+
+static ilab_status check_members(const char *path, const ilab_backend_api_t *t, char *err,
+                                 size_t err_cap)
+{
     /* In ABI v1 no member may be NULL: an undeclared capability still has an
      * entry point that returns ILAB_UNSUPPORTED. */
     for (size_t i = 0; i < N_MEMBERS; i++)
@@ -307,7 +313,8 @@ ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_p
     }
     if ((st = check_manifest_matches(path, e, m, err, err_cap)) != ILAB_OK ||
         (st = check_table(path, e->backend, err, err_cap)) != ILAB_OK ||
-        (st = check_capabilities(path, m, e->backend, err, err_cap)) != ILAB_OK)
+        (st = check_capabilities(path, m, e->backend, err, err_cap)) != ILAB_OK ||
+        (st = check_members(path, e->backend, err, err_cap)) != ILAB_OK)
         goto refused;
 
     ilab_plugin *p = calloc(1, sizeof *p);

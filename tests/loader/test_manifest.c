@@ -1,0 +1,213 @@
+/* Manifest schema validation and configuration entries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "loader/plugin_loader.h"
+
+#define GOOD_CAPS                                                                               \
+    "capabilities:\n"                                                                           \
+    "  tokenizer: true\n"                                                                       \
+    "  logits: full\n"                                                                          \
+    "  topk_max: 5\n"                                                                           \
+    "  sampling: host\n"                                                                        \
+    "  cache:\n"                                                                                \
+    "    fork: true\n"                                                                          \
+    "    truncate: false\n"                                                                     \
+    "  batching:\n"                                                                             \
+    "    max_batch: 8\n"                                                                        \
+    "  streaming: false\n"                                                                      \
+    "  cancel: false\n"                                                                         \
+    "  max_context: 0\n"                                                                        \
+    "  thread_safety: sequence\n"
+
+#define HEAD "name: demo\nversion: 1.2.3-rc.1+build.5\nabi: 1.0\ndescription: A demo.\n"
+
+static const char good[] = HEAD GOOD_CAPS
+    "config:\n"
+    "  threads:\n"
+    "    type: int\n"
+    "    default: 2\n"
+    "    description: Worker threads.\n"
+    "  model:\n"
+    "    type: string\n"
+    "    description: Path to weights.\n"
+    "  scale:\n"
+    "    type: float\n"
+    "    default: 0.5\n"
+    "    description: A float.\n";
+
+static char err[512];
+
+static ilab_manifest *parse_ok(const char *yaml)
+{
+    ilab_manifest *m = NULL;
+    ilab_status st = ilab_manifest_parse(yaml, err, sizeof err, &m);
+    if (st != ILAB_OK)
+        fail_msg("expected a valid manifest, got: %s", err);
+    return m;
+}
+
+/* Expects a refusal whose message contains `needle` (and "line N" when given). */
+static void parse_fails(const char *yaml, const char *needle, int line)
+{
+    ilab_manifest *m = NULL;
+    assert_int_equal(ilab_manifest_parse(yaml, err, sizeof err, &m), ILAB_INVALID_ARGUMENT);
+    assert_null(m);
+    print_message("refused: %s\n", err);
+    if (!strstr(err, needle))
+        fail_msg("message lacks '%s': %s", needle, err);
+    if (line > 0) {
+        char at[32];
+        snprintf(at, sizeof at, "line %d:", line);
+        if (!strstr(err, at))
+            fail_msg("message lacks '%s': %s", at, err);
+    }
+}
+
+static void valid_manifest_parses(void **state)
+{
+    ilab_manifest *m = parse_ok(good);
+    assert_string_equal(m->name, "demo");
+    assert_string_equal(m->version, "1.2.3-rc.1+build.5");
+    assert_int_equal(m->abi_major, 1);
+    assert_int_equal(m->abi_minor, 0);
+    assert_true(m->tokenizer);
+    assert_int_equal(m->logits, ILAB_LOGITS_FULL);
+    assert_int_equal(m->topk_max, 5);
+    assert_int_equal(m->sampling, ILAB_SAMPLING_HOST);
+    assert_true(m->cache_fork);
+    assert_false(m->cache_truncate);
+    assert_int_equal(m->max_batch, 8);
+    assert_int_equal(m->thread_safety, ILAB_THREADS_SEQUENCE);
+    assert_int_equal(m->n_config, 3);
+    const ilab_config_key *k = ilab_manifest_config_key(m, "model");
+    assert_non_null(k);
+    assert_int_equal(k->type, ILAB_CONFIG_STRING);
+    assert_null(k->default_value);
+    assert_null(ilab_manifest_config_key(m, "nope"));
+    ilab_manifest_free(m);
+}
+
+static void schema_errors_name_key_and_line(void **state)
+{
+    parse_fails(HEAD GOOD_CAPS "colour: blue\n", "unknown key 'colour'", 19);
+    parse_fails("name: demo\nversion: 1.0\nabi: 1.0\ndescription: d\n" GOOD_CAPS,
+                "key 'version' must be semver", 2);
+    parse_fails("name: Demo-1\nversion: 1.0.0\nabi: 1.0\ndescription: d\n" GOOD_CAPS,
+                "key 'name' must match [a-z0-9_]+", 1);
+    parse_fails("name: demo\nversion: 1.0.0\nabi: one\ndescription: d\n" GOOD_CAPS,
+                "key 'abi' must be \"MAJOR.MINOR\"", 3);
+    parse_fails("name: demo\nversion: 1.0.0\nabi: 1.0\ndescription: \"\"\n" GOOD_CAPS,
+                "key 'description' must not be empty", 4);
+    parse_fails("name: demo\nversion: 1.0.0\nabi: 1.0\ndescription: d\n", "missing required key "
+                "'capabilities'", 1);
+    parse_fails("- just\n- a list\n", "must be a mapping", 1);
+    parse_fails("", "empty", 0);
+    parse_fails("name: demo\nname: demo\n", "duplicate key 'name'", 2);
+}
+
+static void capability_errors(void **state)
+{
+    char yaml[2048];
+    /* One capability line replaced at a time. */
+    static const struct {
+        const char *from, *to, *needle;
+        int line;
+    } cases[] = {
+        {"logits: full", "logits: most", "key 'capabilities.logits' must be one of none | topk | full", 7},
+        {"tokenizer: true", "tokenizer: 1", "key 'capabilities.tokenizer' must be a bool", 6},
+        {"topk_max: 5", "topk_max: -1", "key 'capabilities.topk_max' must be an int >= 0", 8},
+        {"max_batch: 8", "max_batch: 0", "'capabilities.batching.max_batch' must be an int >= 1", 14},
+        {"max_batch: 8", "max_batches: 8", "unknown key 'capabilities.batching.max_batches'", 14},
+        {"    truncate: false\n", "", "missing required key 'capabilities.cache.truncate'", 0},
+        {"  streaming: false\n", "", "missing required key 'capabilities.streaming'", 0},
+        {"thread_safety: sequence", "thread_safety: [a]", "must be a scalar, got a list", 18},
+        {"logits: full", "logits: topk", "'sampling: host' requires 'logits: full'", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *src = good;
+        const char *at = strstr(src, cases[i].from);
+        assert_non_null(at);
+        snprintf(yaml, sizeof yaml, "%.*s%s%s", (int)(at - src), src, cases[i].to,
+                 at + strlen(cases[i].from));
+        parse_fails(yaml, cases[i].needle, cases[i].line);
+    }
+}
+
+static void config_schema_errors(void **state)
+{
+    parse_fails(HEAD GOOD_CAPS "config:\n  threads:\n    type: int\n    default: many\n"
+                "    description: d\n", "'many' is not an int, but the key's type is int", 22);
+    parse_fails(HEAD GOOD_CAPS "config:\n  threads:\n    type: integer\n    description: d\n",
+                "key 'config.threads.type' must be one of string | int | float | bool", 21);
+    parse_fails(HEAD GOOD_CAPS "config:\n  threads:\n    type: int\n",
+                "missing required key 'config.threads.description'", 0);
+    parse_fails(HEAD GOOD_CAPS "config:\n  threads:\n    type: int\n    description: d\n    min: 1\n",
+                "unknown key 'config.threads.min'", 23);
+}
+
+static void config_validation_and_defaults(void **state)
+{
+    ilab_manifest *m = parse_ok(good);
+    ilab_config_entry_t bad_key[] = {{"thread", "2"}};
+    assert_int_equal(ilab_config_validate(m, bad_key, 1, err, sizeof err), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "plugin 'demo': unknown config key 'thread'"));
+    assert_non_null(strstr(err, "threads, model, scale"));
+
+    ilab_config_entry_t bad_type[] = {{"scale", "lots"}};
+    assert_int_equal(ilab_config_validate(m, bad_type, 1, err, sizeof err), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "plugin 'demo': config key 'scale' must be of type float"));
+
+    ilab_config_entry_t user[] = {{"scale", "2.5"}, {"model", "/m.bin"}, {"scale", "3"}};
+    assert_int_equal(ilab_config_validate(m, user, 3, err, sizeof err), ILAB_OK);
+    ilab_config_entry_t *all = NULL;
+    size_t n = 0;
+    assert_int_equal(ilab_config_with_defaults(m, user, 3, &all, &n), ILAB_OK);
+    /* Manifest order; the user's last value wins; defaults fill the rest. */
+    assert_int_equal(n, 3);
+    assert_string_equal(all[0].key, "threads");
+    assert_string_equal(all[0].value, "2");
+    assert_string_equal(all[1].key, "model");
+    assert_string_equal(all[1].value, "/m.bin");
+    assert_string_equal(all[2].key, "scale");
+    assert_string_equal(all[2].value, "3");
+    ilab_config_entries_free(all, n);
+
+    assert_int_equal(ilab_config_with_defaults(m, NULL, 0, &all, &n), ILAB_OK);
+    assert_int_equal(n, 2); /* model has no default */
+    ilab_config_entries_free(all, n);
+    ilab_manifest_free(m);
+}
+
+static void value_types(void **state)
+{
+    char why[128];
+    assert_true(ilab_config_value_valid(ILAB_CONFIG_INT, "-12", why, sizeof why));
+    assert_false(ilab_config_value_valid(ILAB_CONFIG_INT, "1.5", why, sizeof why));
+    assert_false(ilab_config_value_valid(ILAB_CONFIG_INT, "", why, sizeof why));
+    assert_true(ilab_config_value_valid(ILAB_CONFIG_FLOAT, "1e-3", why, sizeof why));
+    assert_false(ilab_config_value_valid(ILAB_CONFIG_FLOAT, "nan", why, sizeof why));
+    assert_true(ilab_config_value_valid(ILAB_CONFIG_BOOL, "false", why, sizeof why));
+    assert_false(ilab_config_value_valid(ILAB_CONFIG_BOOL, "maybe", why, sizeof why));
+    assert_true(ilab_config_value_valid(ILAB_CONFIG_STRING, "", why, sizeof why));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_manifest_parses),
+        cmocka_unit_test(schema_errors_name_key_and_line),
+        cmocka_unit_test(capability_errors),
+        cmocka_unit_test(config_schema_errors),
+        cmocka_unit_test(config_validation_and_defaults),
+        cmocka_unit_test(value_types),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
