@@ -144,6 +144,7 @@ static ilab_status parse_seed(const ilab_config_entry_t *config, size_t n, uint6
 static ilab_status tb_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
                             size_t n_config, char *reason, size_t reason_cap)
 {
+    (void)host, (void)config, (void)n_config;
     if (reason && reason_cap)
         reason[0] = '\0';
     return ILAB_OK; /* pure CPU code with no files: it always runs */
@@ -439,6 +440,7 @@ static ilab_status tb_generate(ilab_backend_t *b, const ilab_generate_request_t 
 
 static ilab_status tb_cancel(ilab_backend_t *b, uint64_t request_id)
 {
+    (void)request_id;
     return fail(b, ILAB_UNSUPPORTED, "cancel: capability 'cancel' not declared");
 }
 
