@@ -149,7 +149,7 @@ int ilab_cmd_serve(int argc, char **argv)
 
     ilab_server_config cfg = {
         .host = host ? host : (settings.server.host ? settings.server.host : "127.0.0.1"),
-        .port = port >= 0 ? port : (settings.server.port > 0 ? settings.server.port : 8080),
+        .port = port >= 0 ? port : (settings.server.port >= 0 ? settings.server.port : 8080),
         .max_body_bytes = settings.server.max_body_bytes ? settings.server.max_body_bytes
                                                          : DEFAULT_MAX_BODY_BYTES,
         .request_timeout_seconds = settings.server.request_timeout_seconds > 0
@@ -185,7 +185,7 @@ int ilab_cmd_serve(int argc, char **argv)
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
         ;
-    double grace = settings.server.shutdown_grace_seconds > 0
+    double grace = settings.server.shutdown_grace_seconds >= 0
                        ? settings.server.shutdown_grace_seconds : DEFAULT_GRACE_SECONDS;
     fprintf(stderr, "inferlab serve: %s: no new connections; finishing in-flight requests "
                     "(up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", grace);

@@ -1,0 +1,168 @@
+/* Child-process server + libcurl helpers for the HTTP API tests. */
+#include "http_client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef INFERLAB_EXE
+#error "INFERLAB_EXE must name the inferlab executable"
+#endif
+
+bool test_server_start(test_server *s, const char *const *args)
+{
+    memset(s, 0, sizeof *s);
+    int fds[2];
+    if (pipe(fds))
+        return false;
+    const char *argv[64] = {INFERLAB_EXE, "serve", "--port", "0"};
+    size_t n = 4;
+    for (size_t i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(INFERLAB_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    s->pid = pid;
+    char line[512];
+    size_t len = 0;
+    /* Read the first line, 20 s at most. */
+    for (int waited = 0; waited < 200 && len < sizeof line - 1; waited++) {
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ssize_t r = read(fds[0], line + len, sizeof line - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        line[len] = '\0';
+        if (strchr(line, '\n'))
+            break;
+    }
+    close(fds[0]);
+    line[len] = '\0';
+    const char *p = strstr(line, "127.0.0.1:");
+    if (!p || sscanf(p, "127.0.0.1:%d", &s->port) != 1) {
+        fprintf(stderr, "server did not report its port; stdout was: '%s'\n", line);
+        test_server_stop(s);
+        return false;
+    }
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", s->port);
+    return true;
+}
+
+int test_server_stop(test_server *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 200; i++) {
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &status, 0);
+    s->pid = 0;
+    return -1;
+}
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *user)
+{
+    http_reply *r = user;
+    size_t n = size * nmemb;
+    char *grown = realloc(r->body, r->len + n + 1);
+    if (!grown)
+        return 0;
+    r->body = grown;
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return n;
+}
+
+static size_t header(char *data, size_t size, size_t nmemb, void *user)
+{
+    http_reply *r = user;
+    size_t n = size * nmemb;
+    if (n > 13 && !strncasecmp(data, "Retry-After:", 12))
+        sscanf(data + 12, " %15s", r->retry_after);
+    if (n > 14 && !strncasecmp(data, "Content-Type:", 13))
+        sscanf(data + 13, " %63[^\r\n]", r->content_type);
+    return n;
+}
+
+bool http_call(const test_server *s, const char *path, const char *body, http_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    out->body = calloc(1, 1);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return false;
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", s->base, path);
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK)
+        fprintf(stderr, "curl %s: %s\n", url, curl_easy_strerror(rc));
+    return rc == CURLE_OK;
+}
+
+void http_reply_free(http_reply *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+double metric_value(const test_server *s, const char *series)
+{
+    http_reply r;
+    double v = -1;
+    if (http_call(s, "/metrics", NULL, &r) && r.status == 200) {
+        size_t n = strlen(series);
+        for (char *line = r.body; line && *line;) {
+            char *next = strchr(line, '\n');
+            if (!strncmp(line, series, n) && line[n] == ' ') {
+                v = strtod(line + n + 1, NULL);
+                break;
+            }
+            line = next ? next + 1 : NULL;
+        }
+    }
+    http_reply_free(&r);
+    return v;
+}

@@ -1,0 +1,40 @@
+/* Test helpers: start `inferlab serve` as a child process on a free port and
+ * talk to it over loopback with libcurl. Every wait is bounded. */
+#ifndef ILAB_TEST_HTTP_CLIENT_H
+#define ILAB_TEST_HTTP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct test_server {
+    pid_t pid;
+    int port;
+    char base[64]; /* "http://127.0.0.1:PORT" */
+} test_server;
+
+/* Start `inferlab serve --port 0 <args...>` (NULL-terminated) and wait (at
+ * most 20 s) for its "listening on" line. Returns false on failure. */
+bool test_server_start(test_server *s, const char *const *args);
+
+/* SIGTERM and wait (at most 20 s); returns the exit status, -1 if it had to
+ * be killed or died of a signal. */
+int test_server_stop(test_server *s);
+
+typedef struct http_reply {
+    long status;
+    char *body;         /* NUL-terminated, malloc'd */
+    size_t len;
+    char retry_after[16];
+    char content_type[64];
+} http_reply;
+
+/* One request; `body` NULL = GET. Returns false on a transport error. */
+bool http_call(const test_server *s, const char *path, const char *body, http_reply *out);
+void http_reply_free(http_reply *r);
+
+/* The value of an unlabelled or labelled metric line ("name{labels}") in
+ * /metrics; -1 when absent. */
+double metric_value(const test_server *s, const char *series);
+
+#endif

@@ -1,0 +1,661 @@
+/* End-to-end tests of `inferlab serve` over loopback: every endpoint, SSE
+ * framing, error statuses, a client disconnect cancelling its request,
+ * overload, concurrent streams matching solo runs, and graceful shutdown.
+ *
+ * The backend is paced_backend (this directory): a byte-level toy model
+ * whose steps can be slowed, so that streams are still running when the
+ * test hangs up or fills the queue. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "http_client.h"
+
+#ifndef PACED_PLUGIN_DIR
+#error "PACED_PLUGIN_DIR must name the directory holding paced_backend.so"
+#endif
+#ifndef SHIPPED_PLUGIN_DIR
+#error "SHIPPED_PLUGIN_DIR must name the build's plugins directory"
+#endif
+
+/* fast: no pacing; paced: 5 ms per step. */
+static test_server fast, paced;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int start_servers(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *fast_args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                               "--set", "server.max_body_bytes=65536", NULL};
+    const char *paced_args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                                "--set", "paced_backend.step_ms=5", NULL};
+    if (!test_server_start(&fast, fast_args))
+        return -1;
+    if (!test_server_start(&paced, paced_args))
+        return -1;
+    return 0;
+}
+
+static int stop_servers(void **state)
+{
+    (void)state;
+    int a = test_server_stop(&fast);
+    int b = paced.pid ? test_server_stop(&paced) : 0;
+    curl_global_cleanup();
+    return a == 0 && b == 0 ? 0 : -1;
+}
+
+static json_t *json_of(const http_reply *r)
+{
+    json_error_t e;
+    json_t *j = json_loads(r->body, 0, &e);
+    if (!j)
+        fprintf(stderr, "not JSON (%s): %s\n", e.text, r->body);
+    return j;
+}
+
+static json_t *post_json(const test_server *s, const char *path, const char *body,
+                         long want_status)
+{
+    http_reply r;
+    assert_true(http_call(s, path, body, &r));
+    if (r.status != want_status)
+        fprintf(stderr, "%s %s -> %ld: %s\n", path, body, r.status, r.body);
+    assert_int_equal(r.status, want_status);
+    json_t *j = json_of(&r);
+    http_reply_free(&r);
+    assert_non_null(j);
+    return j;
+}
+
+/* The error body names the field: {"error": {"param": field, "code": status}}. */
+static void expect_error(const test_server *s, const char *path, const char *body,
+                         long status, const char *param)
+{
+    json_t *j = post_json(s, path, body, status);
+    json_t *err = json_object_get(j, "error");
+    assert_non_null(err);
+    assert_true(json_is_string(json_object_get(err, "message")));
+    assert_true(strlen(json_string_value(json_object_get(err, "message"))) > 0);
+    assert_int_equal(json_integer_value(json_object_get(err, "code")), status);
+    if (param)
+        assert_string_equal(json_string_value(json_object_get(err, "param")), param);
+    json_decref(j);
+}
+
+/* --- SSE parsing -------------------------------------------------------- */
+
+typedef struct sse {
+    char **data; /* payloads of "data: ..." events, in order */
+    size_t n;
+} sse;
+
+/* Split a body into events; fails the test unless every event is exactly
+ * "data: <payload>\n\n". */
+static sse sse_parse(const char *body)
+{
+    sse out = {0};
+    const char *p = body;
+    while (*p) {
+        assert_memory_equal(p, "data: ", 6);
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        out.data = realloc(out.data, (out.n + 1) * sizeof *out.data);
+        out.data[out.n++] = strndup(p + 6, (size_t)(end - p - 6));
+        assert_null(strchr(out.data[out.n - 1], '\n'));
+        p = end + 2;
+    }
+    return out;
+}
+
+static void sse_free(sse *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->data[i]);
+    free(s->data);
+}
+
+/* Concatenated text of a stream, checking its grammar: chunks, exactly one
+ * finish_reason (on the last choice-carrying chunk), optional usage chunk,
+ * then [DONE]. */
+static char *stream_text(const char *body, bool chat, const char **finish_out,
+                         json_int_t *completion_tokens)
+{
+    static char finish[32];
+    sse ev = sse_parse(body);
+    assert_true(ev.n >= 2);
+    assert_string_equal(ev.data[ev.n - 1], "[DONE]");
+    size_t cap = 4096, len = 0;
+    char *text = calloc(1, cap);
+    int finishes = 0;
+    finish[0] = '\0';
+    *completion_tokens = -1;
+    for (size_t i = 0; i + 1 < ev.n; i++) {
+        json_error_t e;
+        json_t *chunk = json_loads(ev.data[i], 0, &e);
+        assert_non_null(chunk);
+        assert_string_equal(json_string_value(json_object_get(chunk, "object")),
+                            chat ? "chat.completion.chunk" : "text_completion");
+        assert_non_null(json_object_get(chunk, "id"));
+        json_t *choices = json_object_get(chunk, "choices");
+        if (json_array_size(choices) == 0) {
+            /* the usage chunk: last before [DONE] */
+            assert_int_equal(i, ev.n - 2);
+            json_t *usage = json_object_get(chunk, "usage");
+            *completion_tokens = json_integer_value(json_object_get(usage, "completion_tokens"));
+            json_decref(chunk);
+            continue;
+        }
+        assert_int_equal(finishes, 0); /* nothing but usage after the finish chunk */
+        json_t *c0 = json_array_get(choices, 0);
+        json_t *fr = json_object_get(c0, "finish_reason");
+        if (json_is_string(fr)) {
+            finishes++;
+            snprintf(finish, sizeof finish, "%s", json_string_value(fr));
+        }
+        json_t *t = chat ? json_object_get(json_object_get(c0, "delta"), "content")
+                         : json_object_get(c0, "text");
+        if (chat && i == 0)
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(c0, "delta"), "role")),
+                "assistant");
+        if (json_is_string(t)) {
+            size_t n = json_string_length(t);
+            if (len + n + 1 > cap) {
+                cap = (len + n + 1) * 2;
+                text = realloc(text, cap);
+            }
+            memcpy(text + len, json_string_value(t), n);
+            len += n;
+            text[len] = '\0';
+        }
+        json_decref(chunk);
+    }
+    assert_int_equal(finishes, 1);
+    sse_free(&ev);
+    *finish_out = finish;
+    return text;
+}
+
+/* --- endpoints ------------------------------------------------------------ */
+
+static void test_health_and_models(void **state)
+{
+    (void)state;
+    json_t *h = post_json(&fast, "/health", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(h, "status")), "ok");
+    json_decref(h);
+    json_t *m = post_json(&fast, "/v1/models", NULL, 200);
+    assert_string_equal(json_string_value(json_object_get(m, "object")), "list");
+    json_t *d0 = json_array_get(json_object_get(m, "data"), 0);
+    assert_string_equal(json_string_value(json_object_get(d0, "id")), "paced-bigram");
+    assert_int_equal(json_integer_value(json_object_get(d0, "max_model_len")), 2048);
+    json_decref(m);
+}
+
+static void test_tokenize_detokenize(void **state)
+{
+    (void)state;
+    json_t *t = post_json(&fast, "/tokenize", "{\"prompt\": \"Hi!\"}", 200);
+    json_t *ids = json_object_get(t, "tokens");
+    assert_int_equal(json_array_size(ids), 4); /* BOS + 3 bytes */
+    assert_int_equal(json_integer_value(json_array_get(ids, 0)), 256);
+    assert_int_equal(json_integer_value(json_array_get(ids, 1)), 'H');
+    assert_int_equal(json_integer_value(json_object_get(t, "count")), 4);
+    assert_int_equal(json_integer_value(json_object_get(t, "max_model_len")), 2048);
+    json_decref(t);
+    t = post_json(&fast, "/tokenize", "{\"prompt\": \"Hi!\", \"add_special_tokens\": false}", 200);
+    assert_int_equal(json_integer_value(json_object_get(t, "count")), 3);
+    json_decref(t);
+    t = post_json(&fast, "/detokenize", "{\"tokens\": [256, 72, 105, 33]}", 200);
+    assert_string_equal(json_string_value(json_object_get(t, "prompt")), "Hi!");
+    json_decref(t);
+    expect_error(&fast, "/detokenize", "{\"tokens\": [999999]}", 400, "tokens");
+    expect_error(&fast, "/tokenize", "{\"prompt\": \"x\", \"bogus\": 1}", 400, "bogus");
+}
+
+static void test_completion(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/v1/completions",
+                          "{\"model\": \"paced-bigram\", \"prompt\": \"Once\", \"max_tokens\": 12,"
+                          " \"ignore_eos\": true, \"seed\": 7}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "text_completion");
+    assert_true(!strncmp(json_string_value(json_object_get(j, "id")), "cmpl-", 5));
+    assert_string_equal(json_string_value(json_object_get(j, "model")), "paced-bigram");
+    assert_true(json_integer_value(json_object_get(j, "created")) > 0);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "index")), 0);
+    assert_int_equal(json_string_length(json_object_get(c0, "text")), 12); /* 1 byte/token */
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    assert_true(json_is_null(json_object_get(c0, "logprobs")));
+    json_t *u = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), 5); /* BOS+4 */
+    assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), 12);
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 17);
+    json_decref(j);
+
+    /* Token ids as the prompt; same seed -> same text. */
+    json_t *a = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": [256, 79, 110, 99, 101], \"max_tokens\": 12, "
+                          "\"ignore_eos\": true, \"seed\": 7}", 200);
+    json_t *b = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": \"Once\", \"max_tokens\": 12, \"ignore_eos\": true, "
+                          "\"seed\": 7}", 200);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(a, "choices"), 0), "text")),
+        json_string_value(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "text")));
+    json_decref(a);
+    json_decref(b);
+}
+
+static void test_completion_logprobs(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": \"a\", \"max_tokens\": 5, \"logprobs\": 3, "
+                          "\"ignore_eos\": true}", 200);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    assert_int_equal(json_array_size(json_object_get(lp, "tokens")), 5);
+    assert_int_equal(json_array_size(json_object_get(lp, "token_logprobs")), 5);
+    assert_int_equal(json_array_size(json_object_get(lp, "text_offset")), 5);
+    json_t *top = json_object_get(lp, "top_logprobs");
+    assert_int_equal(json_array_size(top), 5);
+    assert_true(json_object_size(json_array_get(top, 0)) >= 1);
+    assert_true(json_object_size(json_array_get(top, 0)) <= 3);
+    assert_true(json_real_value(json_array_get(json_object_get(lp, "token_logprobs"), 0)) <= 0);
+    json_decref(j);
+    /* More alternatives than anyone may ask for. */
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"a\", \"logprobs\": 50}", 400,
+                 "logprobs");
+}
+
+static void test_chat(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/v1/chat/completions",
+                          "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+                          " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+                          "\"Hello\"}]}], \"max_tokens\": 8, \"logprobs\": true, "
+                          "\"top_logprobs\": 2}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *msg = json_object_get(c0, "message");
+    assert_string_equal(json_string_value(json_object_get(msg, "role")), "assistant");
+    assert_true(json_is_string(json_object_get(msg, "content")));
+    json_t *content = json_object_get(json_object_get(c0, "logprobs"), "content");
+    assert_true(json_array_size(content) >= 1);
+    json_t *e0 = json_array_get(content, 0);
+    assert_true(json_is_string(json_object_get(e0, "token")));
+    assert_true(json_is_array(json_object_get(e0, "bytes")));
+    assert_int_equal(json_array_size(json_object_get(e0, "top_logprobs")), 2);
+    /* The rendered template: "system: Be brief.\nuser: Hello\nassistant:" + BOS. */
+    json_t *u = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")),
+                     1 + (json_int_t)strlen("system: Be brief.\nuser: Hello\nassistant:"));
+    json_decref(j);
+    expect_error(&fast, "/v1/chat/completions",
+                 "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}", 400,
+                 "messages[0].role");
+    expect_error(&fast, "/v1/chat/completions",
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": \"n\"}]}",
+                 400, "messages[0].name");
+    expect_error(&fast, "/v1/chat/completions", "{\"messages\": []}", 400, "messages");
+}
+
+static void test_stream_framing(void **state)
+{
+    (void)state;
+    const char *solo = "{\"prompt\": \"It is\", \"max_tokens\": 20, \"ignore_eos\": true, "
+                       "\"seed\": 11}";
+    const char *streamed = "{\"prompt\": \"It is\", \"max_tokens\": 20, \"ignore_eos\": true, "
+                           "\"seed\": 11, \"stream\": true, "
+                           "\"stream_options\": {\"include_usage\": true}}";
+    json_t *whole = post_json(&fast, "/v1/completions", solo, 200);
+    http_reply r;
+    assert_true(http_call(&fast, "/v1/completions", streamed, &r));
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "text/event-stream");
+    const char *finish;
+    json_int_t n_tokens;
+    char *text = stream_text(r.body, false, &finish, &n_tokens);
+    assert_string_equal(finish, "length");
+    assert_int_equal(n_tokens, 20);
+    /* Streamed text == the non-streamed text for the same request. */
+    assert_string_equal(text, json_string_value(json_object_get(
+                                  json_array_get(json_object_get(whole, "choices"), 0), "text")));
+    free(text);
+    http_reply_free(&r);
+    json_decref(whole);
+
+    /* Chat: the role chunk first, no usage chunk when not asked. */
+    assert_true(http_call(&fast, "/v1/chat/completions",
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                          "\"max_tokens\": 6, \"stream\": true}", &r));
+    assert_int_equal(r.status, 200);
+    text = stream_text(r.body, true, &finish, &n_tokens);
+    assert_int_equal(n_tokens, -1);
+    free(text);
+    http_reply_free(&r);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\",", 400, NULL);
+    expect_error(&fast, "/v1/completions", "[1, 2]", 400, NULL);
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"best_of\": 2}", 400, "best_of");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", 400, "echo");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"n\": 2}", 400, "n");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"temperature\": -1}", 400,
+                 "temperature");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"top_p\": \"high\"}", 400,
+                 "top_p");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 0}", 400,
+                 "max_tokens");
+    expect_error(&fast, "/v1/completions", "{\"max_tokens\": 3}", 400, "prompt");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": [1, 99999]}", 400, "prompt");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"stream\": true, "
+                 "\"stream_options\": {\"include_usage\": true, \"extra\": 1}}", 400,
+                 "stream_options.extra");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"model\": \"gpt-4\"}", 404,
+                 "model");
+    expect_error(&fast, "/nowhere", NULL, 404, NULL);
+    expect_error(&fast, "/v1/completions", NULL, 405, NULL);
+    expect_error(&fast, "/health", "{}", 405, NULL);
+
+    /* Over the 64 KiB limit this server was started with. */
+    size_t big = 100 * 1024;
+    char *body = malloc(big + 32);
+    strcpy(body, "{\"prompt\": \"");
+    memset(body + 12, 'a', big);
+    strcpy(body + 12 + big, "\"}");
+    http_reply r;
+    assert_true(http_call(&fast, "/v1/completions", body, &r));
+    assert_int_equal(r.status, 413);
+    http_reply_free(&r);
+    free(body);
+    /* The server still answers afterwards. */
+    json_t *h = post_json(&fast, "/health", NULL, 200);
+    json_decref(h);
+}
+
+/* --- disconnect, concurrency, overload, shutdown ------------------------------- */
+
+typedef struct hangup {
+    int chunks;
+} hangup;
+
+/* Take two SSE events, then refuse the rest: curl drops the connection. */
+static size_t hang_up_after_two(char *data, size_t size, size_t nmemb, void *user)
+{
+    hangup *h = user;
+    for (size_t i = 0; i + 1 < size * nmemb; i++)
+        if (data[i] == '\n' && data[i + 1] == '\n')
+            h->chunks++;
+    return h->chunks >= 2 ? 0 : size * nmemb;
+}
+
+static void test_disconnect_cancels(void **state)
+{
+    (void)state;
+    double cancelled_before = metric_value(&paced, "inferlab_http_finished_total{reason=\"cancelled\"}");
+    /* 1,000 tokens at 5 ms a step would run for 5 s. */
+    CURL *c = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/completions", paced.base);
+    const char *body = "{\"prompt\": \"x\", \"max_tokens\": 1000, \"ignore_eos\": true, "
+                       "\"stream\": true}";
+    hangup h = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hang_up_after_two);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_cleanup(c); /* closes the connection */
+    assert_int_equal(rc, CURLE_WRITE_ERROR);
+    assert_true(h.chunks >= 2);
+
+    /* Within a bounded time the request leaves the engine as cancelled and
+     * nothing is running. */
+    bool done = false;
+    for (int i = 0; i < 100 && !done; i++) {
+        sleep_ms(50);
+        done = metric_value(&paced, "inferlab_http_inflight_requests") == 0 &&
+               metric_value(&paced, "inferlab:num_requests_running") == 0;
+    }
+    assert_true(done);
+    assert_true(metric_value(&paced, "inferlab_http_finished_total{reason=\"cancelled\"}") ==
+                cancelled_before + 1);
+    assert_true(metric_value(&paced, "inferlab_http_client_disconnects_total") >= 1);
+}
+
+#define N_STREAMS 6
+
+typedef struct stream_buf {
+    char *data;
+    size_t len;
+    bool retry_after; /* the response had a Retry-After header */
+} stream_buf;
+
+static size_t note_retry_after(char *data, size_t size, size_t nmemb, void *user)
+{
+    stream_buf *b = user;
+    if (size * nmemb > 12 && !strncasecmp(data, "Retry-After:", 12))
+        b->retry_after = true;
+    return size * nmemb;
+}
+
+static size_t into_buf(char *data, size_t size, size_t nmemb, void *user)
+{
+    stream_buf *b = user;
+    size_t n = size * nmemb;
+    b->data = realloc(b->data, b->len + n + 1);
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+/* Run `n` streaming requests at once with curl multi; bodies[i] -> out[i]. */
+static void run_concurrently(const test_server *s, const char *path, char *const *bodies,
+                             size_t n, stream_buf *out, long *status)
+{
+    CURLM *m = curl_multi_init();
+    CURL *easy[16];
+    char url[128];
+    snprintf(url, sizeof url, "%s%s", s->base, path);
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS, bodies[i]);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, into_buf);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &out[i]);
+        curl_easy_setopt(easy[i], CURLOPT_HEADERFUNCTION, note_retry_after);
+        curl_easy_setopt(easy[i], CURLOPT_HEADERDATA, &out[i]);
+        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 30L);
+        curl_multi_add_handle(m, easy[i]);
+    }
+    int running = 1;
+    for (int rounds = 0; running && rounds < 100000; rounds++) {
+        curl_multi_perform(m, &running);
+        if (running)
+            curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    assert_int_equal(running, 0);
+    for (size_t i = 0; i < n; i++) {
+        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status[i]);
+        curl_multi_remove_handle(m, easy[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_multi_cleanup(m);
+}
+
+static void test_concurrent_streams_match_solo(void **state)
+{
+    (void)state;
+    char *bodies[N_STREAMS];
+    for (int i = 0; i < N_STREAMS; i++) {
+        bodies[i] = malloc(256);
+        snprintf(bodies[i], 256, "{\"prompt\": \"%c%c\", \"max_tokens\": %d, \"seed\": %d, "
+                 "\"ignore_eos\": true, \"stream\": true}", 'a' + i, 'k' + i, 24 + 4 * i, 100 + i);
+    }
+    stream_buf together[N_STREAMS];
+    long status[N_STREAMS];
+    double evals_before = metric_value(&paced, "inferlab:generation_tokens_total");
+    run_concurrently(&paced, "/v1/completions", bodies, N_STREAMS, together, status);
+    (void)evals_before;
+    for (int i = 0; i < N_STREAMS; i++) {
+        assert_int_equal(status[i], 200);
+        stream_buf alone;
+        long st;
+        run_concurrently(&paced, "/v1/completions", &bodies[i], 1, &alone, &st);
+        assert_int_equal(st, 200);
+        const char *f1, *f2;
+        json_int_t n1, n2;
+        char *t1 = stream_text(together[i].data, false, &f1, &n1);
+        char *t2 = stream_text(alone.data, false, &f2, &n2);
+        assert_int_equal(strlen(t1), 24 + 4 * i);
+        assert_string_equal(t1, t2);
+        free(t1);
+        free(t2);
+        free(alone.data);
+        free(together[i].data);
+        free(bodies[i]);
+    }
+}
+
+static void test_unavailable_backend(void **state)
+{
+    (void)state;
+    test_server s;
+    const char *args[] = {"--plugin-dir", SHIPPED_PLUGIN_DIR, "--backend", "vllm_stub", NULL};
+    assert_true(test_server_start(&s, args));
+    http_reply r;
+    assert_true(http_call(&s, "/health", NULL, &r));
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "vLLM")); /* the probe's reason */
+    http_reply_free(&r);
+    assert_true(http_call(&s, "/v1/completions", "{\"prompt\": \"x\"}", &r));
+    assert_int_equal(r.status, 503);
+    http_reply_free(&r);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+static void test_overload_503(void **state)
+{
+    (void)state;
+    test_server s;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "paced_backend.step_ms=20", "--set",
+                          "scheduler.max_running=1", "--set", "scheduler.max_waiting=1", NULL};
+    assert_true(test_server_start(&s, args));
+    char *bodies[4];
+    for (int i = 0; i < 4; i++)
+        bodies[i] = "{\"prompt\": \"x\", \"max_tokens\": 20, \"ignore_eos\": true, "
+                    "\"stream\": true}";
+    stream_buf out[4];
+    long status[4];
+    run_concurrently(&s, "/v1/completions", bodies, 4, out, status);
+    int ok = 0, overloaded = 0;
+    for (int i = 0; i < 4; i++) {
+        if (status[i] == 200)
+            ok++;
+        if (status[i] == 503) {
+            overloaded++;
+            assert_non_null(strstr(out[i].data, "overloaded"));
+            assert_true(out[i].retry_after);
+        }
+        free(out[i].data);
+    }
+    assert_true(ok >= 1);
+    assert_true(overloaded >= 1);
+    assert_int_equal(ok + overloaded, 4);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+static void test_graceful_shutdown(void **state)
+{
+    (void)state;
+    /* A stream in flight when SIGTERM arrives still completes, then exit 0. */
+    test_server s;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "paced_backend.step_ms=10", NULL};
+    assert_true(test_server_start(&s, args));
+    CURLM *m = curl_multi_init();
+    CURL *c = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/completions", s.base);
+    stream_buf out = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"prompt\": \"x\", \"max_tokens\": 60, "
+                                            "\"ignore_eos\": true, \"stream\": true}");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, into_buf);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_multi_add_handle(m, c);
+    int running = 1;
+    bool signalled = false;
+    for (int rounds = 0; running && rounds < 100000; rounds++) {
+        curl_multi_perform(m, &running);
+        if (!signalled && out.len > 0) {
+            kill(s.pid, SIGTERM);
+            signalled = true;
+        }
+        if (running)
+            curl_multi_poll(m, NULL, 0, 50, NULL);
+    }
+    assert_true(signalled);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_multi_remove_handle(m, c);
+    curl_easy_cleanup(c);
+    curl_multi_cleanup(m);
+    assert_int_equal(status, 200);
+    const char *finish;
+    json_int_t n;
+    char *text = stream_text(out.data, false, &finish, &n);
+    assert_string_equal(finish, "length");
+    assert_int_equal(strlen(text), 60);
+    free(text);
+    free(out.data);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health_and_models),
+        cmocka_unit_test(test_tokenize_detokenize),
+        cmocka_unit_test(test_completion),
+        cmocka_unit_test(test_completion_logprobs),
+        cmocka_unit_test(test_chat),
+        cmocka_unit_test(test_stream_framing),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_disconnect_cancels),
+        cmocka_unit_test(test_concurrent_streams_match_solo),
+        cmocka_unit_test(test_unavailable_backend),
+        cmocka_unit_test(test_overload_503),
+        cmocka_unit_test(test_graceful_shutdown),
+    };
+    return cmocka_run_group_tests(tests, start_servers, stop_servers);
+}
