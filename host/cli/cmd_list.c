@@ -394,15 +394,23 @@ static void print_state(const json_t *row, FILE *out)
 
 static void print_table(const json_t *rows, FILE *out)
 {
-    fprintf(out, "%-18s %-9s %-4s %-62s %s\n", "NAME", "VERSION", "ABI", "CAPABILITIES", "STATE");
     size_t i;
     json_t *row;
+    int width = (int)strlen("CAPABILITIES");
+    json_array_foreach(rows, i, row) {
+        char caps[256];
+        capabilities_short(json_object_get(row, "capabilities"), caps, sizeof caps);
+        if ((int)strlen(caps) > width)
+            width = (int)strlen(caps);
+    }
+    fprintf(out, "%-18s %-9s %-4s %-*s %s\n", "NAME", "VERSION", "ABI", width, "CAPABILITIES",
+            "STATE");
     json_array_foreach(rows, i, row) {
         char caps[256], name[128];
         capabilities_short(json_object_get(row, "capabilities"), caps, sizeof caps);
-        fprintf(out, "%-18s %-9s %-4s %-62s ", display_name(row, name, sizeof name),
+        fprintf(out, "%-18s %-9s %-4s %-*s ", display_name(row, name, sizeof name),
                 *str_of(row, "version") ? str_of(row, "version") : "-",
-                *str_of(row, "abi") ? str_of(row, "abi") : "-", *caps ? caps : "-");
+                *str_of(row, "abi") ? str_of(row, "abi") : "-", width, *caps ? caps : "-");
         print_state(row, out);
     }
 }
