@@ -415,6 +415,10 @@ int ilab_cmd_run(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old_sa);
+    if (!json) { /* the continuation reads on from the prompt, as in llama2.c's run */
+        fwrite(req.prompt_text, 1, req.prompt_len, stdout);
+        fflush(stdout);
+    }
     st = ilab_engine_generate(engine, &req, on_event, &ctx, err, sizeof err, &ctx.metrics);
     sigaction(SIGINT, &old_sa, NULL);
     if (st != ILAB_OK) {

@@ -1,0 +1,668 @@
+/* Engine tests against real plugins loaded with dlopen: the test-only
+ * counting_backend (always built here) and, when it is in the build tree,
+ * torchlike on its embedded default model. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "loader/plugin_loader.h"
+#include "runtime/engine.h"
+
+/* ---- opening a backend ------------------------------------------------- */
+
+typedef struct opened {
+    ilab_plugin *plugin;
+    const ilab_backend_api_t *api;
+    ilab_backend_t *backend;
+} opened;
+
+static void open_backend(const char *path, const ilab_config_entry_t *user, size_t n_user, opened *o)
+{
+    char err[1024] = "";
+    memset(o, 0, sizeof *o);
+    if (ilab_plugin_load(path, err, sizeof err, &o->plugin) != ILAB_OK)
+        fail_msg("load %s: %s", path, err);
+    const ilab_manifest *m = ilab_plugin_manifest(o->plugin);
+    ilab_config_entry_t *cfg = NULL;
+    size_t n = 0;
+    if (ilab_config_validate(m, user, n_user, err, sizeof err) != ILAB_OK)
+        fail_msg("config: %s", err);
+    assert_int_equal(ilab_config_with_defaults(m, user, n_user, &cfg, &n), ILAB_OK);
+    o->api = ilab_plugin_api(o->plugin);
+    if (o->api->create(ilab_host_services(), cfg, n, err, sizeof err, &o->backend) != ILAB_OK)
+        fail_msg("create %s: %s", path, err);
+    ilab_config_entries_free(cfg, n);
+}
+
+static void close_backend(opened *o)
+{
+    o->api->destroy(o->backend);
+    ilab_plugin_unload(o->plugin);
+}
+
+static ilab_engine *start(opened *o, int max_running, int max_waiting)
+{
+    ilab_engine_config cfg;
+    ilab_engine_config_default(&cfg);
+    cfg.max_running = max_running;
+    cfg.max_waiting = max_waiting;
+    ilab_engine *e = NULL;
+    char err[512] = "";
+    if (ilab_engine_create(o->plugin, o->backend, &cfg, err, sizeof err, &e) != ILAB_OK)
+        fail_msg("engine: %s", err);
+    return e;
+}
+
+/* ---- collecting a stream ------------------------------------------------- */
+
+typedef struct collect {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t tokens[1024];
+    float logprobs[1024];
+    int n;
+    char text[8192];
+    size_t text_len;
+    int terminal; /* 0 none, 1 FINISH, 2 ERROR; more than one is a bug */
+    int events_after_terminal;
+    ilab_finish_reason reason;
+    ilab_status status;
+    char message[512];
+    uint32_t prompt_tokens, completion_tokens;
+    bool top_ok;
+    /* hooks */
+    int block_at;   /* at this many tokens, wait in the callback until released */
+    bool blocked, released;
+    int cancel_at;  /* return nonzero at this many tokens */
+} collect;
+
+static void collect_init(collect *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->top_ok = true;
+}
+
+static void collect_destroy(collect *c)
+{
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+}
+
+static void append(collect *c, const char *t, size_t n)
+{
+    if (n && c->text_len + n < sizeof c->text) {
+        memcpy(c->text + c->text_len, t, n);
+        c->text_len += n;
+    }
+}
+
+static int on_event(void *ud, const ilab_event_t *ev)
+{
+    collect *c = ud;
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->terminal)
+        c->events_after_terminal++;
+    if (ev->type == ILAB_EVENT_TOKEN) {
+        if (c->n < 1024) {
+            c->logprobs[c->n] = ev->logprob;
+            c->tokens[c->n] = ev->token;
+        }
+        c->n++;
+        append(c, ev->text, ev->text_len);
+        for (uint32_t i = 0; i < ev->n_top_logprobs; i++)
+            if (ev->top_logprobs[i].logprob > 0 || (i && ev->top_logprobs[i].logprob > ev->top_logprobs[i - 1].logprob))
+                c->top_ok = false;
+        if (c->block_at && c->n == c->block_at) {
+            c->blocked = true;
+            pthread_cond_broadcast(&c->cv);
+            while (!c->released)
+                pthread_cond_wait(&c->cv, &c->mu);
+        }
+        if (c->cancel_at && c->n == c->cancel_at)
+            rc = 1;
+    } else {
+        c->terminal = ev->type == ILAB_EVENT_FINISH ? 1 : 2;
+        c->reason = ev->finish_reason;
+        c->status = ev->status;
+        if (ev->type == ILAB_EVENT_ERROR)
+            snprintf(c->message, sizeof c->message, "%s", ev->message ? ev->message : "");
+        else
+            append(c, ev->text, ev->text_len);
+        c->prompt_tokens = ev->prompt_tokens;
+        c->completion_tokens = ev->completion_tokens;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static void wait_terminal(collect *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->terminal)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void wait_blocked(collect *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->blocked)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void release(collect *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->released = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static ilab_request make_request(const int32_t *prompt, size_t n, float temperature, uint64_t seed,
+                                 int32_t max_tokens)
+{
+    ilab_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt_tokens = prompt;
+    r.n_prompt_tokens = n;
+    r.sampling.struct_size = sizeof r.sampling;
+    r.sampling.temperature = temperature;
+    r.sampling.top_p = 1.0f;
+    r.sampling.repetition_penalty = 1.0f;
+    r.sampling.seed = seed;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    return r;
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+/* The reference: prefill the prompt, then feed argmax back, calling the
+ * backend's eval() directly. */
+static void argmax_loop(opened *o, const int32_t *prompt, size_t n_prompt, int steps, int32_t *out)
+{
+    ilab_model_info_t info = {.struct_size = sizeof info};
+    assert_int_equal(o->api->model_info(o->backend, &info), ILAB_OK);
+    float *logits = malloc((size_t)info.vocab_size * sizeof *logits);
+    ilab_seq_t seq;
+    assert_int_equal(o->api->seq_create(o->backend, &seq), ILAB_OK);
+    ilab_batch_item_t item = {sizeof item, seq, prompt, (int32_t)n_prompt, 0, logits};
+    const ilab_batch_item_t *items[1] = {&item};
+    for (int i = 0; i < steps; i++) {
+        assert_int_equal(o->api->eval(o->backend, items, 1), ILAB_OK);
+        out[i] = argmax(logits, info.vocab_size);
+        item.tokens = &out[i];
+        item.n_tokens = 1;
+    }
+    o->api->seq_free(o->backend, seq);
+    free(logits);
+}
+
+static const int32_t prompt_a[] = {1, 3 + 'H', 3 + 'i', 3 + ' '};
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void greedy_through_the_host_equals_an_argmax_loop(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    enum { N = 40 };
+    int32_t ref[N];
+    argmax_loop(&o, prompt_a, 4, N, ref);
+
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 123, N);
+    r.top_logprobs = 5;
+    char err[512] = "";
+    ilab_request_metrics m;
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, &m), ILAB_OK);
+    assert_int_equal(c.terminal, 1);
+    assert_int_equal(c.reason, ILAB_FINISH_LENGTH);
+    assert_int_equal(c.n, N);
+    assert_memory_equal(c.tokens, ref, sizeof ref);
+    /* STR-5 usage, STR-2 text == detokenize(tokens) */
+    assert_int_equal(c.completion_tokens, N);
+    assert_int_equal(c.prompt_tokens, 4);
+    assert_int_equal(m.completion_tokens, N);
+    char text[256];
+    size_t len;
+    assert_int_equal(o.api->detokenize(o.backend, ref, N, text, sizeof text, &len), ILAB_OK);
+    assert_int_equal(c.text_len, len);
+    assert_memory_equal(c.text, text, len);
+    assert_true(c.top_ok);
+    for (int i = 0; i < N; i++)
+        assert_true(c.logprobs[i] <= 0.0f && isfinite(c.logprobs[i]));
+    assert_int_equal(c.events_after_terminal, 0);
+    assert_true(m.e2e_seconds >= m.ttft_seconds);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void four_concurrent_requests_share_one_eval_per_step(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 8, 8);
+    enum { N = 12, R = 4 };
+    int32_t prompts[R][5];
+    for (int i = 0; i < R; i++)
+        for (int k = 0; k < 5; k++)
+            prompts[i][k] = 3 + 'a' + i * 5 + k;
+    char err[512] = "";
+
+    /* Alone, one after another. */
+    int32_t alone[R][N];
+    for (int i = 0; i < R; i++) {
+        collect c;
+        collect_init(&c);
+        ilab_request r = make_request(prompts[i], 5, 0.9f, 1000 + (uint64_t)i, N);
+        uint64_t before = ilab_engine_eval_calls(e);
+        assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+        assert_int_equal(c.n, N);
+        assert_int_equal(ilab_engine_eval_calls(e) - before, N); /* 1 prefill + N-1 decodes */
+        memcpy(alone[i], c.tokens, sizeof alone[i]);
+        collect_destroy(&c);
+    }
+
+    /* Together: a blocker holds the scheduler inside its first TOKEN
+     * callback while the four are queued, so they are admitted in the same
+     * step; it then cancels itself. */
+    collect blocker, c[R];
+    collect_init(&blocker);
+    blocker.block_at = 1;
+    blocker.cancel_at = 1;
+    int32_t bp[] = {3 + 'z'};
+    ilab_request br = make_request(bp, 1, 0.0f, 0, 100);
+    assert_int_equal(ilab_engine_submit(e, &br, on_event, &blocker, err, sizeof err, NULL), ILAB_OK);
+    wait_blocked(&blocker);
+    for (int i = 0; i < R; i++) {
+        collect_init(&c[i]);
+        ilab_request r = make_request(prompts[i], 5, 0.9f, 1000 + (uint64_t)i, N);
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
+    }
+    uint64_t before = ilab_engine_eval_calls(e);
+    release(&blocker);
+    wait_terminal(&blocker);
+    assert_int_equal(blocker.reason, ILAB_FINISH_CANCELLED);
+    for (int i = 0; i < R; i++) {
+        wait_terminal(&c[i]);
+        assert_int_equal(c[i].reason, ILAB_FINISH_LENGTH);
+        assert_int_equal(c[i].n, N);
+        assert_memory_equal(c[i].tokens, alone[i], sizeof alone[i]);
+        collect_destroy(&c[i]);
+    }
+    /* 4 x N tokens in N eval() calls: every step carried all four. */
+    assert_int_equal(ilab_engine_eval_calls(e) - before, N);
+    collect_destroy(&blocker);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+typedef struct cancel_arg {
+    ilab_engine *e;
+    uint64_t id;
+    collect *c;
+} cancel_arg;
+
+static void *cancel_thread(void *p)
+{
+    cancel_arg *a = p;
+    wait_blocked(a->c);
+    ilab_engine_cancel(a->e, a->id);
+    release(a->c);
+    return NULL;
+}
+
+static void cancel_from_another_thread_ends_within_one_step(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    c.block_at = 3;
+    ilab_request r = make_request(prompt_a, 4, 0.8f, 5, 400);
+    char err[512];
+    cancel_arg a = {e, 0, &c};
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &c, err, sizeof err, &a.id), ILAB_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, cancel_thread, &a);
+    wait_terminal(&c);
+    pthread_join(t, NULL);
+    assert_int_equal(c.terminal, 1);
+    assert_int_equal(c.reason, ILAB_FINISH_CANCELLED);
+    assert_int_equal(c.n, 3); /* the token in flight was the last */
+    assert_int_equal(c.completion_tokens, 3);
+    assert_int_equal(ilab_engine_cancel(e, a.id), ILAB_OK); /* finished id: benign */
+    assert_int_equal(ilab_engine_cancel(e, 987654), ILAB_OK);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void past_max_waiting_submit_is_refused_overloaded(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 1, 2);
+    collect blocker, w[3];
+    collect_init(&blocker);
+    blocker.block_at = 1;
+    ilab_request br = make_request(prompt_a, 4, 0.0f, 0, 3);
+    char err[512] = "";
+    assert_int_equal(ilab_engine_submit(e, &br, on_event, &blocker, err, sizeof err, NULL), ILAB_OK);
+    wait_blocked(&blocker);
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++)
+        collect_init(&w[i]);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 3);
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &w[0], err, sizeof err, &ids[0]), ILAB_OK);
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &w[1], err, sizeof err, &ids[1]), ILAB_OK);
+    err[0] = '\0';
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &w[2], err, sizeof err, &ids[2]), ILAB_UNAVAILABLE);
+    assert_true(strncmp(err, "overloaded:", 11) == 0);
+    /* a waiting request can be cancelled before it ever runs */
+    assert_int_equal(ilab_engine_cancel(e, ids[1]), ILAB_OK);
+    release(&blocker);
+    wait_terminal(&blocker);
+    wait_terminal(&w[0]);
+    wait_terminal(&w[1]);
+    assert_int_equal(blocker.reason, ILAB_FINISH_LENGTH);
+    assert_int_equal(w[0].reason, ILAB_FINISH_LENGTH);
+    assert_int_equal(w[0].n, 3);
+    assert_int_equal(w[1].reason, ILAB_FINISH_CANCELLED);
+    assert_int_equal(w[1].n, 0);
+    assert_int_equal(w[2].terminal, 0); /* refused: never any event */
+    for (int i = 0; i < 3; i++)
+        collect_destroy(&w[i]);
+    collect_destroy(&blocker);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void backend_failure_becomes_an_error_event(void **state)
+{
+    (void)state;
+    opened o;
+    ilab_config_entry_t cfg[] = {{"fail_after", "2"}};
+    open_backend(COUNTING_PLUGIN, cfg, 1, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 50);
+    char err[512] = "";
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_INTERNAL);
+    assert_int_equal(c.terminal, 2);
+    assert_int_equal(c.status, ILAB_INTERNAL);
+    assert_non_null(strstr(c.message, "injected failure"));
+    assert_non_null(strstr(err, "injected failure"));
+    assert_int_equal(c.n, 2);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void eos_and_stop_strings_end_with_stop(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    char err[512] = "";
+    /* Greedy text first, then stop on 3 bytes from its middle. */
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 60);
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+    size_t at = 0;
+    char stop[4] = "";
+    for (size_t p = 20; p + 3 <= c.text_len && !stop[0]; p++) {
+        if (!c.text[p] || !c.text[p + 1] || !c.text[p + 2])
+            continue;
+        memcpy(stop, c.text + p, 3);
+        stop[3] = '\0';
+        if (memmem(c.text, c.text_len, stop, 3) != c.text + p)
+            stop[0] = '\0'; /* occurs earlier; try the next spot */
+        at = p;
+    }
+    assert_true(stop[0] != '\0');
+    collect s;
+    collect_init(&s);
+    const char *stops[] = {stop};
+    r.stop = stops;
+    r.n_stop = 1;
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &s, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(s.reason, ILAB_FINISH_STOP);
+    assert_int_equal(s.text_len, at); /* stop trimmed, nothing after it */
+    assert_memory_equal(s.text, c.text, at);
+    assert_int_equal(s.n, (int)at + 3); /* byte tokens: the stop's last byte ended it */
+    collect_destroy(&c);
+    collect_destroy(&s);
+
+    /* A stop token id is not emitted. */
+    collect t;
+    collect_init(&t);
+    r.stop = NULL;
+    r.n_stop = 0;
+    int32_t third = c.tokens[2];
+    r.stop_token_ids = &third;
+    r.n_stop_token_ids = 1;
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &t, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(t.reason, ILAB_FINISH_STOP);
+    assert_int_equal(t.n, 2);
+    collect_destroy(&t);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+
+    /* EOS (made certain by the backend's bias) ends with stop unless ignored. */
+    ilab_config_entry_t cfg[] = {{"eos_bias", "100"}};
+    open_backend(COUNTING_PLUGIN, cfg, 1, &o);
+    e = start(&o, 4, 4);
+    collect_init(&t);
+    r = make_request(prompt_a, 4, 0.0f, 0, 5);
+    r.ignore_eos = false;
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &t, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(t.reason, ILAB_FINISH_STOP);
+    assert_int_equal(t.n, 0);
+    collect_destroy(&t);
+    collect_init(&t);
+    r.ignore_eos = true;
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &t, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(t.reason, ILAB_FINISH_LENGTH);
+    assert_int_equal(t.n, 5);
+    collect_destroy(&t);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void full_context_ends_with_length(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    int32_t prompt[500];
+    for (int i = 0; i < 500; i++)
+        prompt[i] = 3 + 'a' + i % 26;
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt, 500, 0.0f, 0, 100);
+    char err[512] = "";
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(c.reason, ILAB_FINISH_LENGTH);
+    assert_int_equal(c.n, 512 - 500 + 1); /* the last token is sampled from position 512 */
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void bad_requests_are_refused_with_a_reason(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    char err[512];
+    int32_t long_prompt[600] = {0};
+    for (int i = 0; i < 600; i++)
+        long_prompt[i] = 3 + 'x';
+    int32_t bad_id[] = {5, 9999};
+    struct {
+        ilab_request r;
+        ilab_status st;
+        const char *word;
+    } cases[] = {
+        {make_request(prompt_a, 4, 0.0f, 0, 0), ILAB_INVALID_ARGUMENT, "max_tokens"},
+        {make_request(long_prompt, 600, 0.0f, 0, 4), ILAB_CONTEXT_OVERFLOW, "context"},
+        {make_request(bad_id, 2, 0.0f, 0, 4), ILAB_INVALID_ARGUMENT, "9999"},
+        {make_request(NULL, 0, 0.0f, 0, 4), ILAB_INVALID_ARGUMENT, "empty"},
+        {make_request(prompt_a, 4, -1.0f, 0, 4), ILAB_INVALID_ARGUMENT, "temperature"},
+        {make_request(prompt_a, 4, 0.0f, 0, 4), ILAB_INVALID_ARGUMENT, "top_logprobs"},
+    };
+    cases[5].r.top_logprobs = 9; /* manifest topk_max is 8 */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(ilab_engine_submit(e, &cases[i].r, on_event, &c, err, sizeof err, NULL), cases[i].st);
+        if (!strstr(err, cases[i].word))
+            fail_msg("case %zu: '%s' should mention '%s'", i, err, cases[i].word);
+    }
+    assert_int_equal(c.terminal, 0);
+    /* a text prompt goes through the backend's tokenizer */
+    ilab_request t = make_request(NULL, 0, 0.0f, 0, 2);
+    t.prompt_text = "Hi ";
+    t.prompt_len = 3;
+    t.add_bos = true;
+    assert_int_equal(ilab_engine_generate(e, &t, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(c.prompt_tokens, 4);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void more_requests_than_max_batch_all_complete(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 32, 32); /* capped to the manifest's max_batch 8 */
+    enum { R = 20 };
+    collect c[R];
+    char err[512];
+    for (int i = 0; i < R; i++) {
+        collect_init(&c[i]);
+        ilab_request r = make_request(prompt_a, 4, 1.0f, (uint64_t)i, 6);
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
+    }
+    for (int i = 0; i < R; i++) {
+        wait_terminal(&c[i]);
+        assert_int_equal(c[i].terminal, 1); /* the plugin refuses > 8 items: an error would show */
+        assert_int_equal(c[i].n, 6);
+        collect_destroy(&c[i]);
+    }
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void destroy_cancels_what_is_still_running(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 1, 4);
+    collect c[3];
+    char err[512];
+    for (int i = 0; i < 3; i++) {
+        collect_init(&c[i]);
+        c[i].cancel_at = 0;
+        ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 500);
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
+    }
+    ilab_engine_destroy(e);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(c[i].terminal, 1); /* every request got exactly one terminal event */
+        assert_int_equal(c[i].events_after_terminal, 0);
+        collect_destroy(&c[i]);
+    }
+    close_backend(&o);
+}
+
+static void torchlike_greedy_equals_its_argmax_loop(void **state)
+{
+    (void)state;
+    if (access(TORCHLIKE_PLUGIN, R_OK) != 0) {
+        print_message("torchlike not built at %s; skipped\n", TORCHLIKE_PLUGIN);
+        skip();
+    }
+    opened o;
+    open_backend(TORCHLIKE_PLUGIN, NULL, 0, &o);
+    const char *text = "It is a truth universally acknowledged";
+    int32_t prompt[64];
+    size_t n = 0;
+    assert_int_equal(o.api->tokenize(o.backend, text, strlen(text), ILAB_TOKENIZE_ADD_BOS, prompt, 64, &n), ILAB_OK);
+    enum { N = 24 };
+    int32_t ref[N];
+    argmax_loop(&o, prompt, n, N, ref);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c[2];
+    char err[512];
+    for (int k = 0; k < 2; k++) {
+        collect_init(&c[k]);
+        ilab_request r = make_request(prompt, n, 0.0f, 77 + (uint64_t)k, N);
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[k], err, sizeof err, NULL), ILAB_OK);
+    }
+    for (int k = 0; k < 2; k++) {
+        wait_terminal(&c[k]);
+        assert_int_equal(c[k].n, N);
+        assert_memory_equal(c[k].tokens, ref, sizeof ref); /* batched with a twin, still the same */
+        collect_destroy(&c[k]);
+    }
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(greedy_through_the_host_equals_an_argmax_loop),
+        cmocka_unit_test(four_concurrent_requests_share_one_eval_per_step),
+        cmocka_unit_test(cancel_from_another_thread_ends_within_one_step),
+        cmocka_unit_test(past_max_waiting_submit_is_refused_overloaded),
+        cmocka_unit_test(backend_failure_becomes_an_error_event),
+        cmocka_unit_test(eos_and_stop_strings_end_with_stop),
+        cmocka_unit_test(full_context_ends_with_length),
+        cmocka_unit_test(bad_requests_are_refused_with_a_reason),
+        cmocka_unit_test(more_requests_than_max_batch_all_complete),
+        cmocka_unit_test(destroy_cancels_what_is_still_running),
+        cmocka_unit_test(torchlike_greedy_equals_its_argmax_loop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
