@@ -1,0 +1,277 @@
+/* Generation as the host does it, for the STR / SMP / LOG-4 / DIF tests:
+ * `sampling: backend` plugins through their own generate(), `sampling: host`
+ * plugins through the host engine (host/runtime/engine.h). Every event is
+ * recorded so the tests can check the stream's grammar afterwards. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/engine.h"
+#include "suite.h"
+
+typedef struct collector {
+    conf_gen *g;
+    const conf_gen_params *p;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool terminal_seen;   /* for waiting on the engine */
+    bool cancel_now;      /* for the cancelling thread */
+    bool canceller_exit;
+    bool id_known;        /* the request id is set (after submit returns) */
+    bool cancel_done;     /* the other thread has called cancel() */
+    size_t cap_tokens;
+    size_t text_cap;
+    int pending_utf8;     /* continuation bytes still owed by the text so far */
+} collector;
+
+static int utf8_owed(int owed, const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (owed > 0 && (c & 0xC0) == 0x80)
+            owed--;
+        else if (c >= 0xF0)
+            owed = 3;
+        else if (c >= 0xE0)
+            owed = 2;
+        else if (c >= 0xC0)
+            owed = 1;
+        else
+            owed = 0;
+    }
+    return owed;
+}
+
+static int on_event(void *user, const ilab_event_t *ev)
+{
+    collector *c = user;
+    conf_gen *g = c->g;
+    pthread_mutex_lock(&c->mu);
+    int ret = 0;
+    if (g->n_terminal > 0) {
+        g->after_terminal++;
+    } else if (ev->type == ILAB_EVENT_TOKEN) {
+        if (g->n_tokens == c->cap_tokens) {
+            c->cap_tokens = c->cap_tokens ? c->cap_tokens * 2 : 64;
+            g->tokens = realloc(g->tokens, c->cap_tokens * sizeof *g->tokens);
+            g->top_lp = realloc(g->top_lp, c->cap_tokens * CONF_GEN_TOPK * sizeof *g->top_lp);
+            g->top_id = realloc(g->top_id, c->cap_tokens * CONF_GEN_TOPK * sizeof *g->top_id);
+            g->n_top = realloc(g->n_top, c->cap_tokens * sizeof *g->n_top);
+        }
+        size_t i = g->n_tokens++;
+        g->tokens[i] = ev->token;
+        g->n_top[i] = ev->n_top_logprobs;
+        for (int k = 0; k < CONF_GEN_TOPK; k++) {
+            bool have = ev->top_logprobs && (uint32_t)k < ev->n_top_logprobs;
+            g->top_lp[i * CONF_GEN_TOPK + k] = have ? ev->top_logprobs[k].logprob : -INFINITY;
+            g->top_id[i * CONF_GEN_TOPK + k] = have ? ev->top_logprobs[k].token : -1;
+        }
+        if (ev->text && ev->text_len) {
+            if (g->text_len + ev->text_len + 1 > c->text_cap) {
+                c->text_cap = (g->text_len + ev->text_len + 1) * 2;
+                g->text = realloc(g->text, c->text_cap);
+            }
+            memcpy(g->text + g->text_len, ev->text, ev->text_len);
+            g->text_len += ev->text_len;
+            g->text[g->text_len] = '\0';
+        }
+        c->pending_utf8 = utf8_owed(c->pending_utf8, (const unsigned char *)ev->text,
+                                    ev->text ? ev->text_len : 0);
+        if (c->pending_utf8 > 0)
+            g->split_utf8 = true;
+        if (c->p->cancel_after_tokens > 0 && g->n_tokens >= (size_t)c->p->cancel_after_tokens)
+            ret = 1;
+        if (c->p->cancel_thread_after > 0 && g->n_tokens == (size_t)c->p->cancel_thread_after) {
+            c->cancel_now = true;
+            pthread_cond_broadcast(&c->cv);
+            /* Hold this token until the other thread's cancel() has been
+             * made, so a fast backend cannot finish first: from then on the
+             * stream must end within a bounded number of tokens. */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 2;
+            while (!c->cancel_done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0)
+                ;
+        }
+    } else if (ev->type == ILAB_EVENT_FINISH || ev->type == ILAB_EVENT_ERROR) {
+        g->n_terminal++;
+        g->terminal = ev->type;
+        g->finish_reason = ev->finish_reason;
+        g->prompt_tokens = ev->prompt_tokens;
+        g->completion_tokens = ev->completion_tokens;
+        if (ev->type == ILAB_EVENT_ERROR) {
+            g->status = ev->status;
+            snprintf(g->error, sizeof g->error, "%s", ev->message ? ev->message : "");
+        }
+        c->terminal_seen = true;
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        g->bad_type++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ret;
+}
+
+typedef struct canceller {
+    collector *c;
+    conf_env *env;
+    uint64_t id;
+} canceller;
+
+static void *cancel_main(void *arg)
+{
+    canceller *k = arg;
+    collector *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    while (!(c->cancel_now && c->id_known) && !c->canceller_exit)
+        pthread_cond_wait(&c->cv, &c->mu);
+    bool go = c->cancel_now && c->id_known;
+    pthread_mutex_unlock(&c->mu);
+    if (go) {
+        if (k->env->m->sampling == ILAB_SAMPLING_BACKEND)
+            k->env->api->cancel(k->env->be, k->id);
+        else
+            ilab_engine_cancel(k->env->engine, k->id);
+        pthread_mutex_lock(&c->mu);
+        c->cancel_done = true;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return NULL;
+}
+
+void conf_gen_params_default(conf_gen_params *p, const int32_t *prompt, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    p->prompt = prompt;
+    p->n_prompt = n;
+    p->sampling.struct_size = sizeof p->sampling;
+    p->sampling.temperature = 0;
+    p->sampling.top_k = 0;
+    p->sampling.top_p = 1;
+    p->sampling.min_p = 0;
+    p->sampling.repetition_penalty = 1;
+    p->sampling.seed = 1;
+    p->max_tokens = 16;
+}
+
+void conf_gen_free(conf_gen *g)
+{
+    free(g->tokens);
+    free(g->top_lp);
+    free(g->top_id);
+    free(g->n_top);
+    free(g->text);
+    memset(g, 0, sizeof *g);
+}
+
+void conf_engine_release(conf_env *env);
+void conf_engine_release(conf_env *env)
+{
+    if (env->engine)
+        ilab_engine_destroy(env->engine);
+    env->engine = NULL;
+}
+
+conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, char *msg, size_t cap)
+{
+    static uint64_t next_id = 1000;
+    memset(g, 0, sizeof *g);
+    g->text = calloc(1, 1);
+    collector c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.p = p;
+    c.text_cap = 1;
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    conf_result r = CONF_PASS;
+    bool backend = env->m->sampling == ILAB_SAMPLING_BACKEND;
+    canceller k = {&c, env, 0};
+    pthread_t thread;
+    bool threaded = false;
+
+    if (backend) {
+        ilab_generate_request_t req;
+        memset(&req, 0, sizeof req);
+        req.struct_size = sizeof req;
+        req.request_id = k.id = ++next_id;
+        c.id_known = true;
+        req.prompt_tokens = p->prompt;
+        req.n_prompt_tokens = p->n_prompt;
+        req.sampling = p->sampling;
+        req.max_tokens = p->max_tokens;
+        req.stop = p->stop;
+        req.n_stop = p->n_stop;
+        req.ignore_eos = p->ignore_eos;
+        req.top_logprobs = p->top_logprobs;
+        if (p->cancel_thread_after > 0)
+            threaded = pthread_create(&thread, NULL, cancel_main, &k) == 0;
+        ilab_status st = env->api->generate(env->be, &req, on_event, &c);
+        if (g->n_terminal == 0 || g->terminal == ILAB_EVENT_FINISH)
+            g->status = st;
+        if (st != ILAB_OK && !g->error[0])
+            conf_last_error(env, g->error, sizeof g->error);
+    } else {
+        if (!env->engine) {
+            ilab_engine_config cfg;
+            ilab_engine_config_default(&cfg);
+            if (cfg.max_running > env->m->max_batch)
+                cfg.max_running = env->m->max_batch;
+            char err[512] = "";
+            ilab_engine *e = NULL;
+            ilab_status st = ilab_engine_create(env->plugin, env->be, &cfg, err, sizeof err, &e);
+            if (st != ILAB_OK) {
+                snprintf(msg, cap, "the host engine could not start: %s %s", ilab_status_name(st), err);
+                r = CONF_ERROR;
+                goto out;
+            }
+            env->engine = e;
+        }
+        ilab_request req;
+        memset(&req, 0, sizeof req);
+        req.prompt_tokens = p->prompt;
+        req.n_prompt_tokens = p->n_prompt;
+        req.sampling = p->sampling;
+        req.max_tokens = p->max_tokens;
+        req.stop = p->stop;
+        req.n_stop = p->n_stop;
+        req.ignore_eos = p->ignore_eos;
+        req.top_logprobs = p->top_logprobs;
+        if (p->cancel_thread_after > 0)
+            threaded = pthread_create(&thread, NULL, cancel_main, &k) == 0;
+        char err[512] = "";
+        uint64_t id = 0;
+        /* not under c.mu: the scheduler thread may already be in on_event */
+        ilab_status st = ilab_engine_submit(env->engine, &req, on_event, &c, err, sizeof err, &id);
+        pthread_mutex_lock(&c.mu);
+        k.id = id;
+        c.id_known = true;
+        pthread_cond_broadcast(&c.cv);
+        if (st != ILAB_OK) {
+            pthread_mutex_unlock(&c.mu);
+            g->status = st;
+            snprintf(g->error, sizeof g->error, "%s", err);
+        } else {
+            /* bounded: the supervisor's deadline covers a stuck engine */
+            while (!c.terminal_seen)
+                pthread_cond_wait(&c.cv, &c.mu);
+            pthread_mutex_unlock(&c.mu);
+            if (g->terminal == ILAB_EVENT_FINISH)
+                g->status = ILAB_OK;
+        }
+    }
+out:
+    if (threaded) {
+        pthread_mutex_lock(&c.mu);
+        c.canceller_exit = true;
+        pthread_cond_broadcast(&c.cv);
+        pthread_mutex_unlock(&c.mu);
+        pthread_join(thread, NULL);
+    }
+    pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
+    return r;
+}

@@ -1,0 +1,325 @@
+/* ABI clauses: loading. Never skipped. These tests look at the library
+ * themselves (their own dlopen/dlsym) as well as at the host loader's
+ * verdict, so a loader bug cannot hide a plugin bug. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+
+/* The worker's own handle on the library (one plugin per worker). */
+static void *raw_handle;
+static char raw_path[4096];
+static char raw_err[1024];
+
+static void *raw_open(const char *path)
+{
+    if (raw_handle && strcmp(raw_path, path) == 0)
+        return raw_handle;
+    snprintf(raw_path, sizeof raw_path, "%s", path);
+    dlerror();
+    raw_handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!raw_handle) {
+        const char *e = dlerror();
+        snprintf(raw_err, sizeof raw_err, "%s", e ? e : "dlopen failed without dlerror()");
+    }
+    return raw_handle;
+}
+
+static const ilab_plugin_entry_t *raw_entry(conf_env *env, char *msg, size_t cap)
+{
+    void *h = raw_open(env->path);
+    if (!h) {
+        CONF_MSG("dlopen(RTLD_NOW | RTLD_LOCAL) failed: %s", raw_err);
+        return NULL;
+    }
+    const ilab_plugin_entry_t *e = dlsym(h, ILAB_PLUGIN_ENTRY_SYMBOL);
+    if (!e)
+        CONF_MSG("%s: no exported symbol %s", env->path, ILAB_PLUGIN_ENTRY_SYMBOL);
+    return e;
+}
+
+conf_result conf_abi4_rtld_now(conf_env *env, char *msg, size_t cap)
+{
+    if (!raw_open(env->path)) {
+        CONF_MSG("dlopen(%s, RTLD_NOW | RTLD_LOCAL) refused: %s", env->path, raw_err);
+        /* The loader must refuse it too, with dlerror() in the message. */
+        char ignored[CONF_MSG_CAP];
+        conf_env_prepare(env, CONF_NEED_PLUGIN, ignored, sizeof ignored);
+        if (env->plugin) {
+            size_t l = strlen(msg);
+            snprintf(msg + l, cap - l, "; and the host loader accepted it anyway");
+        }
+        return CONF_FAIL;
+    }
+    return CONF_PASS;
+}
+
+conf_result conf_abi1_bootstrap(conf_env *env, char *msg, size_t cap)
+{
+    const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
+    if (!e)
+        return CONF_FAIL;
+    CONF_CHECK(e->struct_size >= 3 * sizeof(uint32_t) && e->struct_size <= 65536,
+               "bootstrap struct_size %u is not sane", (unsigned)e->struct_size);
+    CONF_CHECK(e->abi_major >= 1 && e->abi_major < 1000 && e->abi_minor < 1000,
+               "bootstrap ABI %u.%u is not sane", (unsigned)e->abi_major, (unsigned)e->abi_minor);
+    /* Only the bootstrap symbol is exported (the SDK's version script). */
+    CONF_CHECK(!dlsym(raw_handle, "ilab_backend_api") && !dlsym(raw_handle, "backend_api"),
+               "the library exports more than %s", ILAB_PLUGIN_ENTRY_SYMBOL);
+    return CONF_PASS;
+}
+
+static bool mentions_version(const char *s, unsigned major, unsigned minor)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%u.%u", major, minor);
+    return strstr(s, v) != NULL;
+}
+
+conf_result conf_abi2_version(conf_env *env, char *msg, size_t cap)
+{
+    const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
+    if (!e)
+        return CONF_FAIL;
+    unsigned maj = e->abi_major, min = e->abi_minor;
+    char ignored[CONF_MSG_CAP];
+    conf_env_prepare(env, CONF_NEED_PLUGIN, ignored, sizeof ignored);
+    bool mismatch = maj != ILAB_ABI_MAJOR || min > ILAB_ABI_MINOR;
+    if (!mismatch) {
+        CONF_CHECK(env->plugin || env->load_status != ILAB_ABI_MISMATCH,
+                   "plugin ABI %u.%u suits host %d.%d but the loader refused it: %s", maj, min,
+                   ILAB_ABI_MAJOR, ILAB_ABI_MINOR, env->load_err);
+        return CONF_PASS;
+    }
+    CONF_MSG("plugin needs ABI %u.%u, host has %d.%d (%s)", maj, min, ILAB_ABI_MAJOR, ILAB_ABI_MINOR,
+             maj != ILAB_ABI_MAJOR ? "different major" : "newer minor");
+    size_t l = strlen(msg);
+    if (env->plugin)
+        snprintf(msg + l, cap - l, "; the host loader accepted it anyway");
+    else if (env->load_status != ILAB_ABI_MISMATCH)
+        snprintf(msg + l, cap - l, "; the loader refused with %s, not ABI_MISMATCH",
+                 ilab_status_name(env->load_status));
+    else if (!mentions_version(env->load_err, maj, min) ||
+             !mentions_version(env->load_err, ILAB_ABI_MAJOR, ILAB_ABI_MINOR))
+        snprintf(msg + l, cap - l, "; the loader's message does not name both versions: %s",
+                 env->load_err);
+    else
+        snprintf(msg + l, cap - l, "; refused: %s", env->load_err);
+    return CONF_FAIL;
+}
+
+conf_result conf_abi3_size_prefixed(conf_env *env, char *msg, size_t cap)
+{
+    const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
+    if (!e)
+        return CONF_FAIL;
+    /* ABI 1.0 defines every member of both tables. */
+    CONF_CHECK(e->struct_size >= sizeof(ilab_plugin_entry_t),
+               "bootstrap struct_size %u is smaller than ABI 1.0's %zu", (unsigned)e->struct_size,
+               sizeof(ilab_plugin_entry_t));
+    CONF_CHECK(e->backend != NULL, "bootstrap entry has no backend table");
+    CONF_CHECK(e->backend->struct_size >= sizeof(ilab_backend_api_t),
+               "backend table struct_size %u is smaller than ABI 1.0's %zu",
+               (unsigned)e->backend->struct_size, sizeof(ilab_backend_api_t));
+
+    /* The plugin honours a caller's smaller struct: model_info() with an
+     * older, shorter ilab_model_info_t must not write past its size. */
+    char why[CONF_MSG_CAP];
+    conf_result r = conf_env_prepare(env, CONF_NEED_INSTANCE, why, sizeof why);
+    if (r == CONF_SKIP) {
+        CONF_MSG("static checks passed; model_info() size check not run: %s", why);
+        return CONF_PASS;
+    }
+    if (r != CONF_PASS) {
+        CONF_MSG("%s", why);
+        return r;
+    }
+    union {
+        ilab_model_info_t info;
+        unsigned char bytes[sizeof(ilab_model_info_t) + 64];
+    } u;
+    memset(&u, 0xA5, sizeof u);
+    size_t small = offsetof(ilab_model_info_t, name);
+    u.info.struct_size = (uint32_t)small;
+    ilab_status st = env->api->model_info(env->be, &u.info);
+    CONF_CHECK(st == ILAB_OK || st == ILAB_ABI_MISMATCH || st == ILAB_INVALID_ARGUMENT,
+               "model_info() with struct_size %zu returned %s", small, ilab_status_name(st));
+    for (size_t i = small; i < sizeof u.bytes; i++)
+        CONF_CHECK(u.bytes[i] == 0xA5,
+                   "model_info() with struct_size %zu wrote byte %zu past the caller's struct", small, i);
+    return CONF_PASS;
+}
+
+static bool name_ok(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+conf_result conf_abi5_manifest(conf_env *env, char *msg, size_t cap)
+{
+    const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
+    if (!e)
+        return CONF_FAIL;
+    CONF_CHECK(e->struct_size >= offsetof(ilab_plugin_entry_t, backend),
+               "bootstrap struct_size %u does not cover the manifest", (unsigned)e->struct_size);
+    CONF_CHECK(e->manifest_yaml, "bootstrap entry has no manifest");
+    CONF_CHECK(name_ok(e->name), "descriptor name '%s' is not [a-z0-9_]+", e->name ? e->name : "(null)");
+    ilab_manifest *m = NULL;
+    char err[CONF_MSG_CAP];
+    ilab_status st = ilab_manifest_parse(e->manifest_yaml, err, sizeof err, &m);
+    CONF_CHECK(st == ILAB_OK, "manifest does not pass the schema: %s", err);
+    conf_result r = CONF_PASS;
+    if (strcmp(m->name, e->name) != 0) {
+        CONF_MSG("manifest name '%s' differs from the descriptor's '%s'", m->name, e->name);
+        r = CONF_FAIL;
+    } else if (!e->version || strcmp(m->version, e->version) != 0) {
+        CONF_MSG("manifest version '%s' differs from the descriptor's '%s'", m->version,
+                 e->version ? e->version : "(null)");
+        r = CONF_FAIL;
+    } else if (m->abi_major != e->abi_major || m->abi_minor != e->abi_minor) {
+        CONF_MSG("manifest abi %u.%u differs from the descriptor's %u.%u", m->abi_major,
+                 m->abi_minor, (unsigned)e->abi_major, (unsigned)e->abi_minor);
+        r = CONF_FAIL;
+    }
+    ilab_manifest_free(m);
+    return r;
+}
+
+/* ABI-6: the manifest tells the truth. */
+conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap)
+{
+    const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
+    if (!e)
+        return CONF_FAIL;
+    CONF_CHECK(e->backend, "bootstrap entry has no backend table");
+    size_t members = (e->backend->struct_size - offsetof(ilab_backend_api_t, probe)) / sizeof(void (*)(void));
+    size_t known = (sizeof(ilab_backend_api_t) - offsetof(ilab_backend_api_t, probe)) / sizeof(void (*)(void));
+    if (members > known)
+        members = known;
+    void (*const *fn)(void) = (void (*const *)(void))((const char *)e->backend +
+                                                      offsetof(ilab_backend_api_t, probe));
+    for (size_t i = 0; i < members; i++)
+        CONF_CHECK(fn[i] != NULL, "backend table member %zu (of %zu) is NULL", i, members);
+
+    char why[CONF_MSG_CAP];
+    conf_result r = conf_env_prepare(env, CONF_NEED_INSTANCE, why, sizeof why);
+    if (r == CONF_SKIP) {
+        CONF_MSG("table complete; capability calls not run: %s", why);
+        return CONF_PASS;
+    }
+    if (r != CONF_PASS) {
+        CONF_MSG("%s", why);
+        return r;
+    }
+    const ilab_manifest *m = env->m;
+    const ilab_backend_api_t *api = env->api;
+    ilab_status st;
+    char e2[512];
+    if (m->tokenizer) {
+        int32_t t[16];
+        size_t n = 0;
+        st = api->tokenize(env->be, "abc", 3, 0, t, 16, &n);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares tokenizer but tokenize() is UNSUPPORTED: %s",
+                   conf_last_error(env, e2, sizeof e2));
+        if (st == ILAB_OK && n > 0) {
+            char buf[64];
+            size_t len;
+            st = api->detokenize(env->be, t, n, buf, sizeof buf, &len);
+            CONF_CHECK(st != ILAB_UNSUPPORTED, "declares tokenizer but detokenize() is UNSUPPORTED");
+            st = api->token_piece(env->be, -1, t[0], buf, sizeof buf, &len);
+            CONF_CHECK(st != ILAB_UNSUPPORTED, "declares tokenizer but token_piece() is UNSUPPORTED");
+        }
+    }
+    if (m->logits == ILAB_LOGITS_FULL) {
+        ilab_seq_t s = 0;
+        st = api->seq_create(env->be, &s);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares logits: full but seq_create() is UNSUPPORTED");
+        CONF_CHECK_OK(env, st, "seq_create()");
+        int32_t tok = env->info.bos_id >= 0 ? env->info.bos_id : 0;
+        st = conf_eval1(env, s, &tok, 1, 0, NULL);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares logits: full but eval() is UNSUPPORTED");
+        int32_t len = 0;
+        st = api->seq_length(env->be, s, &len);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares logits: full but seq_length() is UNSUPPORTED");
+        if (m->cache_fork) {
+            ilab_seq_t c = 0;
+            st = api->seq_fork(env->be, s, &c);
+            CONF_CHECK(st != ILAB_UNSUPPORTED, "declares cache.fork but seq_fork() is UNSUPPORTED: %s",
+                       conf_last_error(env, e2, sizeof e2));
+            if (st == ILAB_OK)
+                api->seq_free(env->be, c);
+        }
+        if (m->cache_truncate) {
+            st = api->seq_truncate(env->be, s, 0);
+            CONF_CHECK(st != ILAB_UNSUPPORTED,
+                       "declares cache.truncate but seq_truncate() is UNSUPPORTED: %s",
+                       conf_last_error(env, e2, sizeof e2));
+        }
+        st = api->seq_free(env->be, s);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares logits: full but seq_free() is UNSUPPORTED");
+    }
+    if (m->cancel) {
+        st = api->cancel(env->be, 0x5eed5eedull);
+        CONF_CHECK(st == ILAB_OK, "declares cancel but cancel(unknown id) returned %s (want OK)",
+                   ilab_status_name(st));
+    }
+    if (m->sampling == ILAB_SAMPLING_BACKEND) {
+        int32_t tok = env->info.bos_id >= 0 ? env->info.bos_id : 0;
+        conf_gen_params p;
+        conf_gen_params_default(&p, &tok, 1);
+        p.max_tokens = 1;
+        conf_gen g;
+        conf_result gr = conf_generate(env, &p, &g, msg, cap);
+        if (gr != CONF_PASS)
+            return gr;
+        bool unsupported = g.status == ILAB_UNSUPPORTED;
+        conf_gen_free(&g);
+        CONF_CHECK(!unsupported, "declares sampling: backend but generate() is UNSUPPORTED");
+    }
+    return CONF_PASS;
+}
+
+conf_result conf_abi7_create_destroy(conf_env *env, char *msg, size_t cap)
+{
+    char why[CONF_MSG_CAP];
+    conf_result r = conf_env_prepare(env, CONF_NEED_PROBE, why, sizeof why);
+    if (r != CONF_PASS) {
+        CONF_MSG("%s", why);
+        return r;
+    }
+    bool available = env->probe_status == ILAB_OK;
+    size_t rss0 = 0;
+    const size_t bound = (size_t)64 << 20;
+    for (int i = 0; i < 100; i++) {
+        if (i == 10)
+            rss0 = conf_rss_bytes();
+        ilab_backend_t *b = NULL;
+        char err[512] = "";
+        ilab_status st = env->api->create(ilab_host_services(), env->config, env->n_config, err,
+                                          sizeof err, &b);
+        if (available) {
+            CONF_CHECK(st == ILAB_OK && b, "create() #%d returned %s: %s", i + 1,
+                       ilab_status_name(st), err);
+        } else {
+            CONF_CHECK(st == ILAB_UNAVAILABLE && err[0],
+                       "create() #%d of an unavailable backend returned %s (%s), want UNAVAILABLE with a reason",
+                       i + 1, ilab_status_name(st), err);
+        }
+        env->api->destroy(b);
+    }
+    env->api->destroy(NULL); /* a no-op by contract */
+    size_t rss1 = conf_rss_bytes();
+    size_t grew = rss1 > rss0 ? rss1 - rss0 : 0;
+    CONF_CHECK(grew <= bound, "resident memory grew %.1f MB over 90 create/destroy cycles (bound %zu MB)",
+               (double)grew / 1048576.0, bound >> 20);
+    CONF_MSG("resident memory grew %.1f MB over 90 cycles", (double)grew / 1048576.0);
+    return CONF_PASS;
+}
+

@@ -1,0 +1,77 @@
+/* PRB clauses: availability. These run for unavailable plugins too; they
+ * are how the harness learns the reason every other test skips with. */
+#include <string.h>
+
+#include "suites.h"
+
+conf_result conf_prb1_answers(conf_env *env, char *msg, size_t cap)
+{
+    ilab_status st = env->probe_status;
+    CONF_CHECK(st == ILAB_OK || st == ILAB_UNAVAILABLE,
+               "probe() returned %s (%d); want OK or UNAVAILABLE", ilab_status_name(st), (int)st);
+    CONF_CHECK(env->probe_seconds <= 2.0, "probe() took %.2f s; the contract allows 2 s",
+               env->probe_seconds);
+    if (st == ILAB_UNAVAILABLE) {
+        CONF_CHECK(env->reason[0] != '\0', "probe() said UNAVAILABLE without a reason");
+        CONF_MSG("unavailable after %.0f ms: %s", env->probe_seconds * 1000, env->reason);
+    }
+    return CONF_PASS;
+}
+
+conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap)
+{
+    if (env->probe_status == ILAB_OK) {
+        char why[CONF_MSG_CAP];
+        conf_result r = conf_env_prepare(env, CONF_NEED_INSTANCE, why, sizeof why);
+        CONF_CHECK(r == CONF_PASS, "probe() said available but %s", why);
+        CONF_MSG("available; create() succeeded");
+        return CONF_PASS;
+    }
+    ilab_backend_t *b = NULL;
+    char err[512] = "";
+    ilab_status st = env->api->create(ilab_host_services(), env->config, env->n_config, err,
+                                      sizeof err, &b);
+    if (st == ILAB_UNAVAILABLE) {
+        CONF_CHECK(b == NULL, "create() returned UNAVAILABLE but wrote an instance");
+        CONF_CHECK(err[0], "create() returned UNAVAILABLE without a reason");
+        CONF_CHECK(strstr(err, env->reason) || strstr(env->reason, err),
+                   "create() gave a different reason than probe(): '%s' vs '%s'", err, env->reason);
+        return CONF_PASS;
+    }
+    if (st != ILAB_OK) {
+        CONF_MSG("create() of an unavailable backend returned %s (%s), want UNAVAILABLE",
+                 ilab_status_name(st), err);
+        return CONF_FAIL;
+    }
+    /* It created an instance: then every piece of work must be refused. */
+    conf_result r = CONF_PASS;
+    ilab_seq_t s = 0;
+    st = env->api->seq_create(b, &s);
+    if (st == ILAB_OK) {
+        int32_t tok = 0;
+        float *logits = NULL;
+        ilab_batch_item_t item = {.struct_size = sizeof item, .seq = s, .tokens = &tok, .n_tokens = 1,
+                                  .logits = logits};
+        const ilab_batch_item_t *items[1] = {&item};
+        st = env->api->eval(b, items, 1);
+        if (st == ILAB_OK) {
+            CONF_MSG("probe() said unavailable (%s) but create() and eval() succeeded", env->reason);
+            r = CONF_FAIL;
+        }
+    }
+    if (r == CONF_PASS) {
+        int32_t tok = 0;
+        ilab_generate_request_t req = {.struct_size = sizeof req, .request_id = 1,
+                                       .prompt_tokens = &tok, .n_prompt_tokens = 1, .max_tokens = 1};
+        req.sampling.struct_size = sizeof req.sampling;
+        req.sampling.top_p = 1;
+        req.sampling.repetition_penalty = 1;
+        st = env->api->generate(b, &req, NULL, NULL);
+        if (st == ILAB_OK) {
+            CONF_MSG("probe() said unavailable (%s) but generate() succeeded", env->reason);
+            r = CONF_FAIL;
+        }
+    }
+    env->api->destroy(b);
+    return r;
+}

@@ -1,0 +1,311 @@
+/* SMP clauses, end to end: the sampler the plugin is driven with (the host
+ * sampler for `sampling: host`, the plugin's own for `sampling: backend`).
+ * The host sampler's unit tests live with the runtime; these check the
+ * equivalences a user relies on. Seeds are fixed and printed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+
+#define PROMPT 6
+#define STEPS 8
+
+static conf_result tokens_of(conf_env *env, const conf_gen_params *p, int32_t *out, size_t *n,
+                             char *msg, size_t cap)
+{
+    conf_gen g;
+    conf_result r = conf_generate(env, p, &g, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    if (g.status != ILAB_OK) {
+        CONF_MSG("generation failed: %s: %s", ilab_status_name(g.status), g.error);
+        conf_gen_free(&g);
+        return CONF_FAIL;
+    }
+    *n = g.n_tokens < STEPS ? g.n_tokens : STEPS;
+    memcpy(out, g.tokens, *n * sizeof *out);
+    conf_gen_free(&g);
+    return CONF_PASS;
+}
+
+static void base(conf_env *env, conf_gen_params *p, int32_t *prompt, uint64_t salt)
+{
+    conf_prompt_tokens(env, env->opt->seed + salt, prompt, PROMPT);
+    conf_gen_params_default(p, prompt, PROMPT);
+    p->max_tokens = STEPS;
+    p->ignore_eos = true;
+}
+
+static bool same(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    return na == nb && memcmp(a, b, na * sizeof *a) == 0;
+}
+
+conf_result conf_smp1_greedy(conf_env *env, char *msg, size_t cap)
+{
+    int32_t prompt[PROMPT], a[STEPS], b[STEPS];
+    size_t na, nb;
+    conf_gen_params p;
+    base(env, &p, prompt, 50);
+    p.sampling.seed = 1;
+    conf_result r = tokens_of(env, &p, a, &na, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    p.sampling.seed = 987654321;
+    r = tokens_of(env, &p, b, &nb, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    CONF_CHECK(same(a, na, b, nb), "temperature 0 gave different tokens for seeds 1 and 987654321");
+    if (env->m->logits == ILAB_LOGITS_FULL) {
+        /* and it is the argmax of the logits, step by step */
+        int32_t v = env->info.vocab_size, seq[PROMPT + STEPS];
+        float *l = calloc((size_t)v, sizeof *l);
+        memcpy(seq, prompt, sizeof prompt);
+        for (size_t i = 0; i < na; i++) {
+            ilab_status st = conf_fresh_logits(env, seq, PROMPT + (int32_t)i, l);
+            if (st != ILAB_OK) {
+                free(l);
+                CONF_CHECK_OK(env, st, "eval()");
+            }
+            int32_t want = conf_argmax(l, v);
+            if (a[i] != want) {
+                free(l);
+                CONF_MSG("greedy step %zu sampled %d, the argmax of the logits is %d", i, a[i], want);
+                return CONF_FAIL;
+            }
+            seq[PROMPT + i] = a[i];
+        }
+        free(l);
+    }
+    return CONF_PASS;
+}
+
+conf_result conf_smp2_seed(conf_env *env, char *msg, size_t cap)
+{
+    int32_t prompt[PROMPT], a[STEPS], b[STEPS];
+    size_t na, nb;
+    conf_gen_params p;
+    base(env, &p, prompt, 51);
+    p.sampling.temperature = 1.0f;
+    p.sampling.top_p = 0.95f;
+    p.sampling.seed = env->opt->seed;
+    conf_result r = tokens_of(env, &p, a, &na, msg, cap);
+    if (r == CONF_PASS)
+        r = tokens_of(env, &p, b, &nb, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    CONF_CHECK(same(a, na, b, nb), "seed %llu, temperature 1, top_p 0.95 gave different tokens twice",
+               (unsigned long long)env->opt->seed);
+    return CONF_PASS;
+}
+
+conf_result conf_smp3_filters(conf_env *env, char *msg, size_t cap)
+{
+    int32_t prompt[PROMPT], greedy[STEPS], got[STEPS];
+    size_t ng, n;
+    conf_gen_params p;
+    base(env, &p, prompt, 52);
+    conf_result r = tokens_of(env, &p, greedy, &ng, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    static const char *const names[3] = {"top_k = 1", "top_p = 1e-6", "min_p = 1"};
+    for (int c = 0; c < 3; c++) {
+        base(env, &p, prompt, 52);
+        p.sampling.temperature = 1.0f;
+        p.sampling.seed = env->opt->seed + (uint64_t)c;
+        if (c == 0)
+            p.sampling.top_k = 1;
+        else if (c == 1)
+            p.sampling.top_p = 1e-6f;
+        else
+            p.sampling.min_p = 1.0f;
+        r = tokens_of(env, &p, got, &n, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        CONF_CHECK(same(greedy, ng, got, n), "%s at temperature 1 (seed %llu) differs from greedy", names[c],
+                   (unsigned long long)p.sampling.seed);
+    }
+    return CONF_PASS;
+}
+
+/* Draw the first token `n` times with seeds seed..seed+n-1. */
+static conf_result draws(conf_env *env, conf_gen_params *p, int32_t *counts, int n, char *msg, size_t cap)
+{
+    uint64_t s0 = p->sampling.seed;
+    for (int i = 0; i < n; i++) {
+        p->sampling.seed = s0 + (uint64_t)i;
+        int32_t t[STEPS];
+        size_t k;
+        conf_result r = tokens_of(env, p, t, &k, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        if (k < 1 || t[0] < 0 || t[0] >= env->info.vocab_size) {
+            CONF_MSG("draw %d gave no valid token", i);
+            return CONF_FAIL;
+        }
+        counts[t[0]]++;
+    }
+    p->sampling.seed = s0;
+    return CONF_PASS;
+}
+
+conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
+{
+    CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    enum { N = 400 };
+    const float T = 1.5f;
+    int32_t v = env->info.vocab_size, prompt[PROMPT];
+    conf_gen_params p;
+    base(env, &p, prompt, 53);
+    p.max_tokens = 1;
+    p.sampling.temperature = T;
+    p.sampling.seed = env->opt->seed;
+    float *l = calloc((size_t)v, sizeof *l);
+    int32_t *counts = calloc((size_t)v, sizeof *counts);
+    double *prob = calloc((size_t)v, sizeof *prob);
+    conf_result r = CONF_FAIL;
+    ilab_status st = conf_fresh_logits(env, prompt, PROMPT, l);
+    if (st != ILAB_OK) {
+        conf_fail_status(env, st, "eval()", msg, cap);
+        goto out;
+    }
+    double mx = l[conf_argmax(l, v)], sum = 0;
+    for (int32_t i = 0; i < v; i++)
+        sum += prob[i] = exp(((double)l[i] - mx) / T);
+    for (int32_t i = 0; i < v; i++)
+        prob[i] /= sum;
+    r = draws(env, &p, counts, N, msg, cap);
+    if (r != CONF_PASS)
+        goto out;
+    /* chi-square over tokens expected >= 5 times, the rest pooled */
+    double chi = 0, rest_e = 0, rest_o = 0;
+    int bins = 0;
+    for (int32_t i = 0; i < v; i++) {
+        double e = prob[i] * N;
+        if (e >= 5) {
+            chi += (counts[i] - e) * (counts[i] - e) / e;
+            bins++;
+        } else {
+            rest_e += e;
+            rest_o += counts[i];
+        }
+    }
+    if (rest_e >= 5) {
+        chi += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        bins++;
+    } else if (rest_o > 5 + 4 * rest_e) {
+        CONF_MSG("%.0f draws landed on tokens whose total expected count is %.2f (T=%.1f, seed %llu)", rest_o,
+                 rest_e, (double)T, (unsigned long long)env->opt->seed);
+        r = CONF_FAIL;
+        goto out;
+    }
+    int df = bins - 1;
+    if (df >= 1) {
+        /* Wilson-Hilferty: the 0.999 quantile of chi-square(df) */
+        double z = 3.09, k = df;
+        double crit = k * pow(1 - 2 / (9 * k) + z * sqrt(2 / (9 * k)), 3);
+        if (chi > crit) {
+            CONF_MSG("sampled first tokens do not follow softmax(logits/%.1f): chi-square %.1f > %.1f (df %d, p<0.001, %d draws, seed %llu)",
+                     (double)T, chi, crit, df, N, (unsigned long long)env->opt->seed);
+            r = CONF_FAIL;
+            goto out;
+        }
+        CONF_MSG("chi-square %.1f, df %d, critical %.1f (seed %llu)", chi, df, crit, (unsigned long long)env->opt->seed);
+    } else {
+        CONF_MSG("distribution is concentrated on one token; counts checked only (seed %llu)",
+                 (unsigned long long)env->opt->seed);
+    }
+    r = CONF_PASS;
+out:
+    free(l);
+    free(counts);
+    free(prob);
+    return r;
+}
+
+typedef struct ranked {
+    int32_t id;
+    double v;
+} ranked;
+
+static int by_value_desc(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return x->v < y->v ? 1 : x->v > y->v ? -1 : x->id - y->id;
+}
+
+conf_result conf_smp5_order(conf_env *env, char *msg, size_t cap)
+{
+    CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    enum { N = 60 };
+    int32_t v = env->info.vocab_size, prompt[PROMPT];
+    conf_gen_params p;
+    base(env, &p, prompt, 54);
+    p.max_tokens = 1;
+    ilab_sampling_t *s = &p.sampling;
+    s->repetition_penalty = 1.3f;
+    s->temperature = 0.7f;
+    s->top_k = 8;
+    s->top_p = 0.8f;
+    s->min_p = 0.05f;
+    s->seed = env->opt->seed;
+    float *l = calloc((size_t)v, sizeof *l);
+    ranked *rk = calloc((size_t)v, sizeof *rk);
+    int32_t *counts = calloc((size_t)v, sizeof *counts);
+    bool *allowed = calloc((size_t)v, sizeof *allowed);
+    conf_result r = CONF_FAIL;
+    ilab_status st = conf_fresh_logits(env, prompt, PROMPT, l);
+    if (st != ILAB_OK) {
+        conf_fail_status(env, st, "eval()", msg, cap);
+        goto out;
+    }
+    /* Hugging Face order: repetition penalty (over the prompt), temperature,
+     * top-k, top-p, min-p. The set of tokens that can be drawn: */
+    for (int32_t i = 0; i < v; i++) {
+        double x = l[i];
+        for (int j = 0; j < PROMPT; j++)
+            if (prompt[j] == i) {
+                x = x > 0 ? x / s->repetition_penalty : x * s->repetition_penalty;
+                break;
+            }
+        rk[i] = (ranked){i, x / s->temperature};
+    }
+    qsort(rk, (size_t)v, sizeof *rk, by_value_desc);
+    int32_t k = s->top_k < v ? s->top_k : v;
+    double sum = 0;
+    for (int32_t i = 0; i < k; i++)
+        sum += exp(rk[i].v - rk[0].v);
+    double cum = 0, pmax = 1.0 / sum;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < k; i++) {
+        double pi = exp(rk[i].v - rk[0].v) / sum;
+        kept = i + 1;
+        cum += pi;
+        if (cum >= s->top_p)
+            break;
+    }
+    /* min-p over the renormalised nucleus: p_i / p_max is unchanged by it */
+    for (int32_t i = 0; i < kept; i++) {
+        double pi = exp(rk[i].v - rk[0].v) / sum;
+        if (pi >= s->min_p * pmax)
+            allowed[rk[i].id] = true;
+    }
+    r = draws(env, &p, counts, N, msg, cap);
+    if (r != CONF_PASS)
+        goto out;
+    for (int32_t i = 0; i < v; i++)
+        if (counts[i] && !allowed[i]) {
+            CONF_MSG("token %d was drawn %d time(s) but is filtered out by repetition penalty -> temperature -> top-k -> top-p -> min-p (seed %llu)",
+                     i, counts[i], (unsigned long long)env->opt->seed);
+            r = CONF_FAIL;
+            goto out;
+        }
+    r = CONF_PASS;
+out:
+    free(l);
+    free(rk);
+    free(counts);
+    free(allowed);
+    return r;
+}

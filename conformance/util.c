@@ -1,0 +1,216 @@
+/* Helpers shared by the test bodies: status messages, tokens, sequences,
+ * float comparison with CONTRACT.md's tolerance, memory and time. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "suite.h"
+
+const char *conf_result_name(conf_result r)
+{
+    static const char *const n[CONF_RESULT_COUNT] = {"PASS", "SKIP", "FAIL", "TIMEOUT", "CRASH", "ERROR"};
+    return (unsigned)r < CONF_RESULT_COUNT ? n[r] : "ERROR";
+}
+
+const char *conf_result_lower(conf_result r)
+{
+    static const char *const n[CONF_RESULT_COUNT] = {"pass", "skip", "fail", "timeout", "crash", "error"};
+    return (unsigned)r < CONF_RESULT_COUNT ? n[r] : "error";
+}
+
+bool conf_result_parse(const char *s, conf_result *out)
+{
+    for (int i = 0; i < CONF_RESULT_COUNT; i++)
+        if (strcmp(s, conf_result_name((conf_result)i)) == 0) {
+            *out = (conf_result)i;
+            return true;
+        }
+    return false;
+}
+
+const char *conf_last_error(conf_env *env, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (env->be)
+        env->api->last_error(env->be, buf, cap);
+    buf[cap - 1] = '\0';
+    return buf;
+}
+
+void conf_fail_status(conf_env *env, ilab_status st, const char *what, char *msg, size_t cap)
+{
+    char e[512];
+    snprintf(msg, cap, "%s returned %s: %s", what, ilab_status_name(st),
+             conf_last_error(env, e, sizeof e));
+}
+
+int32_t *conf_tokenize(conf_env *env, const char *s, size_t *n, char *msg, size_t cap)
+{
+    size_t len = strlen(s), want = len + 16;
+    int32_t *t = malloc(want * sizeof *t);
+    ilab_status st = env->api->tokenize(env->be, s, len, 0, t, want, n);
+    if (st == ILAB_BUFFER_TOO_SMALL && *n > want) {
+        want = *n;
+        free(t);
+        t = malloc((want ? want : 1) * sizeof *t);
+        st = env->api->tokenize(env->be, s, len, 0, t, want, n);
+    }
+    if (st != ILAB_OK) {
+        conf_fail_status(env, st, "tokenize()", msg, cap);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+char *conf_detokenize(conf_env *env, const int32_t *t, size_t n, size_t *len,
+                      char *msg, size_t cap)
+{
+    size_t want = 64 + n * 16;
+    char *s = malloc(want);
+    ilab_status st = env->api->detokenize(env->be, t, n, s, want, len);
+    if (st == ILAB_BUFFER_TOO_SMALL && *len + 1 > want) {
+        want = *len + 1;
+        free(s);
+        s = malloc(want);
+        st = env->api->detokenize(env->be, t, n, s, want, len);
+    }
+    if (st != ILAB_OK) {
+        conf_fail_status(env, st, "detokenize()", msg, cap);
+        free(s);
+        return NULL;
+    }
+    if (*len >= want) {
+        snprintf(msg, cap, "detokenize() reported %zu bytes into a %zu-byte buffer", *len, want);
+        free(s);
+        return NULL;
+    }
+    s[*len] = '\0';
+    return s;
+}
+
+ilab_status conf_eval1(conf_env *env, ilab_seq_t seq, const int32_t *tokens, int32_t n,
+                       uint32_t flags, float *logits)
+{
+    ilab_batch_item_t item = {
+        .struct_size = sizeof item, .seq = seq, .tokens = tokens, .n_tokens = n,
+        .flags = flags, .logits = logits,
+    };
+    const ilab_batch_item_t *items[1] = {&item};
+    return env->api->eval(env->be, items, 1);
+}
+
+ilab_status conf_fresh_logits(conf_env *env, const int32_t *tokens, int32_t n, float *logits)
+{
+    ilab_seq_t s = ILAB_SEQ_NONE;
+    ilab_status st = env->api->seq_create(env->be, &s);
+    if (st != ILAB_OK)
+        return st;
+    st = conf_eval1(env, s, tokens, n, 0, logits);
+    ilab_status st2 = env->api->seq_free(env->be, s);
+    return st != ILAB_OK ? st : st2;
+}
+
+int32_t conf_argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+bool conf_logits_close(const float *a, const float *b, int32_t n, const char *what,
+                       char *msg, size_t cap)
+{
+    for (int32_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= 1e-4 + 1e-4 * fabs((double)b[i]))) {
+            snprintf(msg, cap, "%s: logit %d is %.7g, expected %.7g (|diff| %.3g > 1e-4 + 1e-4|b|)",
+                     what, i, (double)a[i], (double)b[i], d);
+            return false;
+        }
+    }
+    int32_t aa = conf_argmax(a, n), ab = conf_argmax(b, n);
+    if (aa != ab) {
+        snprintf(msg, cap, "%s: argmax %d, expected %d", what, aa, ab);
+        return false;
+    }
+    return true;
+}
+
+/* splitmix64: a fixed, documented generator, so a seed names one prompt. */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void conf_prompt_tokens(const conf_env *env, uint64_t seed, int32_t *out, int32_t n)
+{
+    int32_t v = env->info.vocab_size;
+    uint64_t s = seed;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t;
+        do {
+            t = (int32_t)(splitmix(&s) % (uint64_t)v);
+        } while (v > 3 && (t == env->info.bos_id || t == env->info.eos_id));
+        out[i] = t;
+    }
+}
+
+int32_t conf_max_context(const conf_env *env)
+{
+    if (env->m && env->m->max_context > 0)
+        return env->m->max_context;
+    return env->info.max_context;
+}
+
+size_t conf_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    unsigned long size = 0, resident = 0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+double conf_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* TOK-2..4 run over these: plain ASCII, the whitespace the contract names,
+ * and UTF-8 of every length (Latin-1, CJK, emoji incl. ZWJ sequences,
+ * combining marks). */
+const char *const conf_corpus[] = {
+    "Once upon a time",
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife.",
+    " leading space",
+    "trailing space ",
+    "  two leading and two trailing  ",
+    "tab\tseparated\tvalues",
+    "line one\nline two\n",
+    "windows line\r\nending\r\n",
+    "\n\nblank lines above",
+    "a",
+    " ",
+    "digits 0123456789 and punctuation !?.,;:'\"()[]{}<>/\\|@#$%^&*-_=+~`",
+    "caf\xc3\xa9 na\xc3\xafve \xc3\xa9l\xc3\xa8ve",
+    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87\xe7\xab\xa0\xe3\x80\x82 \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6",
+    "emoji \xf0\x9f\x98\x80\xf0\x9f\x8e\x89 and a family \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7",
+    "combining e\xcc\x81 a\xcc\x8a n\xcc\x83 and Z\xcd\x91\xcd\x97\xcc\x8b",
+    "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xce\xba\xcf\x8c\xcf\x83\xce\xbc\xce\xb5 \xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d",
+    "mixed\t \n\r\n  whitespace \t",
+};
+const size_t conf_corpus_count = sizeof conf_corpus / sizeof conf_corpus[0];
