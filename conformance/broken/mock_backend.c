@@ -1,0 +1,522 @@
+/* A small, correct byte-level backend — and, compiled with one -DBREAK_<X>,
+ * a deliberately broken one. Each BREAK_ violates exactly one clause of
+ * CONTRACT.md; conformance/CMakeLists.txt builds one plugin per breakage and
+ * asserts the harness reports that clause. With no BREAK_ it must pass.
+ *
+ * Model: vocabulary = 256 bytes + BOS (256) + EOS (257). The logits are a
+ * pure function of the whole token history (recomputed from it on every
+ * eval, like a model without a cache), so incremental, chunked, forked and
+ * batched evaluation all agree exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inferlab/inferlab.h"
+
+#define VOCAB 258
+#define BOS 256
+#define EOS 257
+#define MAX_CONTEXT 64
+#define MAX_SEQS 64
+
+#ifndef MOCK_NAME
+#define MOCK_NAME "mock_backend"
+#endif
+#ifdef BREAK_ABI_MAJOR
+#define MOCK_ABI_MAJOR 2
+#define MOCK_ABI "2.0"
+#else
+#define MOCK_ABI_MAJOR ILAB_ABI_MAJOR
+#define MOCK_ABI "1.0"
+#endif
+#ifdef BREAK_MANIFEST_NAME
+#define MANIFEST_NAME "someone_else"
+#else
+#define MANIFEST_NAME MOCK_NAME
+#endif
+#ifdef BREAK_SILENT_FALLBACK
+#define TRUNCATE_CAP "false"
+#else
+#define TRUNCATE_CAP "true"
+#endif
+
+static const char manifest[] =
+    "name: " MANIFEST_NAME "\n"
+    "version: 0.1.0\n"
+    "abi: " MOCK_ABI "\n"
+    "description: Byte-level mock backend for the conformance harness's own tests.\n"
+    "capabilities:\n"
+    "  tokenizer: true\n"
+    "  logits: full\n"
+    "  topk_max: 0\n"
+    "  sampling: host\n"
+    "  cache:\n"
+    "    fork: true\n"
+    "    truncate: " TRUNCATE_CAP "\n"
+    "  batching:\n"
+    "    max_batch: 4\n"
+    "  streaming: false\n"
+    "  cancel: false\n"
+    "  max_context: 0\n"
+    "  thread_safety: none\n";
+
+typedef struct seq_slot {
+    uint32_t gen;   /* bumped on free: stale handles are detected */
+    int used;
+    int32_t *tokens; /* MAX_CONTEXT */
+    int32_t len;
+    int leak_to;     /* BREAK_FORK_LEAK: slot + 1 of the parent */
+} seq_slot;
+
+struct ilab_backend {
+    char err[256];
+    seq_slot seqs[MAX_SEQS];
+    unsigned calls;
+    void *leak;
+    ilab_seq_t last_seq;
+};
+
+static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *what)
+{
+#ifdef BREAK_EMPTY_MESSAGE
+    (void)what;
+    b->err[0] = '\0';
+#else
+    snprintf(b->err, sizeof b->err, "%s", what);
+#endif
+    return st;
+}
+
+static ilab_status mock_probe(const ilab_host_t *host, const ilab_config_entry_t *c, size_t n,
+                              char *reason, size_t cap)
+{
+    (void)host; (void)c; (void)n;
+#ifdef BREAK_PROBE_HANG
+    for (;;)
+        pause();
+#endif
+#ifdef BREAK_PROBE_NO_REASON
+    reason[0] = '\0';
+    return ILAB_UNAVAILABLE;
+#endif
+#ifdef BREAK_PRETENDS
+    snprintf(reason, cap, "mock device not present");
+    return ILAB_UNAVAILABLE;
+#endif
+    if (cap)
+        reason[0] = '\0';
+    return ILAB_OK;
+}
+
+static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_t *c, size_t n,
+                               char *error, size_t cap, ilab_backend_t **out)
+{
+    (void)host; (void)c; (void)n; (void)error; (void)cap;
+    ilab_backend_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(error, cap, "out of memory");
+        return ILAB_OUT_OF_MEMORY;
+    }
+#ifdef BREAK_CREATE_LEAK
+    b->leak = malloc(4u << 20);
+    memset(b->leak, 1, 4u << 20);
+    b->leak = NULL; /* forgotten */
+#endif
+    *out = b;
+    return ILAB_OK;
+}
+
+static void mock_destroy(ilab_backend_t *b)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < MAX_SEQS; i++)
+        free(b->seqs[i].tokens);
+    free(b);
+}
+
+static size_t mock_last_error(const ilab_backend_t *b, char *buf, size_t cap)
+{
+    if (cap)
+        snprintf(buf, cap, "%s", b->err);
+    return strlen(b->err);
+}
+
+static ilab_status mock_model_info(ilab_backend_t *b, ilab_model_info_t *info)
+{
+    if (!info)
+        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: info is NULL");
+    ilab_model_info_t m;
+    memset(&m, 0, sizeof m);
+    m.struct_size = info->struct_size;
+    m.vocab_size = VOCAB;
+    m.bos_id = BOS;
+#ifdef BREAK_BAD_SPECIALS
+    m.eos_id = VOCAB + 3;
+#else
+    m.eos_id = EOS;
+#endif
+    m.max_context = MAX_CONTEXT;
+    snprintf(m.name, sizeof m.name, "mock-bytes");
+    snprintf(m.digest, sizeof m.digest, "sha256:mock-bytes-v1");
+#ifdef BREAK_MODEL_INFO_OVERWRITE
+    memcpy(info, &m, sizeof m);
+#else
+    size_t n = info->struct_size < sizeof m ? info->struct_size : sizeof m;
+    memcpy(info, &m, n);
+#endif
+    return ILAB_OK;
+}
+
+/* ---- tokens ------------------------------------------------------------ */
+
+static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len, uint32_t flags,
+                                 int32_t *tokens, size_t cap, size_t *n_tokens)
+{
+#ifndef BREAK_NULL_CRASH
+    if ((!text && len) || !n_tokens || (!tokens && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: NULL argument");
+#endif
+    size_t n = 0;
+    int32_t tmp[4096];
+    if (flags & ILAB_TOKENIZE_ADD_BOS)
+        tmp[n++] = BOS;
+    for (size_t i = 0; i < len && n < 4000; i++) {
+        unsigned char c = (unsigned char)text[i];
+#ifdef BREAK_INVALID_UTF8_CRASH
+        if (c == 0xFF)
+            *(volatile int *)0 = 1;
+#endif
+#ifdef BREAK_DROP_BYTE
+        if (c == '\t')
+            continue;
+#endif
+#ifdef BREAK_OUT_OF_RANGE_ID
+        if (c == 'z') {
+            tmp[n++] = VOCAB + 1;
+            continue;
+        }
+#endif
+        tmp[n++] = c;
+    }
+    if (flags & ILAB_TOKENIZE_ADD_EOS)
+        tmp[n++] = EOS;
+#ifdef BREAK_BUFFER
+    if (n > cap)
+        n = cap;
+#endif
+    *n_tokens = n;
+    if (n > cap)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "tokenize: output buffer too small");
+    memcpy(tokens, tmp, n * sizeof *tokens);
+    return ILAB_OK;
+}
+
+static ilab_status piece_of(ilab_backend_t *b, int32_t t, char *out, size_t *n)
+{
+#ifndef BREAK_NO_RANGE_CHECK
+    if (t < 0 || t >= VOCAB)
+        return fail(b, ILAB_INVALID_ARGUMENT, "token id out of range");
+#endif
+    if (t == BOS || t == EOS) {
+        *n = 0;
+    } else if (t < 0 || t >= VOCAB) {
+        out[0] = '?';
+        *n = 1;
+    } else {
+        out[0] = (char)t;
+        *n = 1;
+    }
+    return ILAB_OK;
+}
+
+static ilab_status mock_detokenize(ilab_backend_t *b, const int32_t *tokens, size_t n, char *text,
+                                   size_t cap, size_t *len)
+{
+    if ((!tokens && n) || !len || (!text && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "detokenize: NULL argument");
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        char p[4];
+        size_t k;
+        ilab_status st = piece_of(b, tokens[i], p, &k);
+        if (st != ILAB_OK)
+            return st;
+        if (at + k < cap)
+            memcpy(text + at, p, k);
+        at += k;
+    }
+    *len = at;
+    if (at + 1 > cap)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "detokenize: output buffer too small");
+    text[at] = '\0';
+    return ILAB_OK;
+}
+
+static ilab_status mock_token_piece(ilab_backend_t *b, int32_t prev, int32_t token, char *piece,
+                                    size_t cap, size_t *len)
+{
+    (void)prev;
+    if (!len || (!piece && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: NULL argument");
+    char p[4];
+    size_t k;
+    ilab_status st = piece_of(b, token, p, &k);
+    if (st != ILAB_OK)
+        return st;
+#ifdef BREAK_PIECE
+    if (token == ' ')
+        p[0] = '_';
+#endif
+    *len = k;
+    if (k + 1 > cap)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "token_piece: output buffer too small");
+    memcpy(piece, p, k);
+    piece[k] = '\0';
+    return ILAB_OK;
+}
+
+/* ---- sequences --------------------------------------------------------- */
+
+static seq_slot *slot_of(ilab_backend_t *b, ilab_seq_t s)
+{
+    uint32_t i = (uint32_t)(s & 0xFFFF), gen = (uint32_t)(s >> 16);
+    if (s == ILAB_SEQ_NONE || i >= MAX_SEQS || !b->seqs[i].used)
+        return NULL;
+#ifndef BREAK_STALE_HANDLE
+    if (b->seqs[i].gen != gen)
+        return NULL;
+#else
+    (void)gen;
+#endif
+    return &b->seqs[i];
+}
+
+static ilab_status mock_seq_create(ilab_backend_t *b, ilab_seq_t *out)
+{
+    if (!out)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_create: NULL out");
+    for (uint32_t i = 0; i < MAX_SEQS; i++) {
+        seq_slot *s = &b->seqs[i];
+        if (s->used)
+            continue;
+        if (!s->tokens)
+            s->tokens = malloc(MAX_CONTEXT * sizeof *s->tokens);
+        s->used = 1;
+        s->len = 0;
+        s->leak_to = 0;
+#ifndef BREAK_STALE_HANDLE
+        s->gen++;
+#endif
+        *out = ((ilab_seq_t)s->gen << 16) | i;
+        return ILAB_OK;
+    }
+    return fail(b, ILAB_OUT_OF_MEMORY, "no sequence slot left");
+}
+
+static ilab_status mock_seq_free(ilab_backend_t *b, ilab_seq_t seq)
+{
+    seq_slot *s = slot_of(b, seq);
+    if (!s)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_free: stale or unknown sequence handle");
+    s->used = 0;
+    return ILAB_OK;
+}
+
+static ilab_status mock_seq_fork(ilab_backend_t *b, ilab_seq_t parent, ilab_seq_t *child)
+{
+#ifdef BREAK_MANIFEST_LIES
+    (void)parent; (void)child;
+    return fail(b, ILAB_UNSUPPORTED, "seq_fork is not implemented");
+#else
+    seq_slot *p = slot_of(b, parent);
+    if (!p || !child)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_fork: stale or unknown parent");
+    ilab_seq_t c;
+    ilab_status st = mock_seq_create(b, &c);
+    if (st != ILAB_OK)
+        return st;
+    p = slot_of(b, parent);
+    seq_slot *cs = slot_of(b, c);
+#ifdef BREAK_FORK_LEAK
+    cs->leak_to = (int)(p - b->seqs) + 1; /* the child's appends reach the parent */
+#endif
+    memcpy(cs->tokens, p->tokens, (size_t)p->len * sizeof *p->tokens);
+    cs->len = p->len;
+    *child = c;
+    return ILAB_OK;
+#endif
+}
+
+__attribute__((unused)) static ilab_status mock_seq_truncate(ilab_backend_t *b, ilab_seq_t seq, int32_t n_keep)
+{
+    seq_slot *s = slot_of(b, seq);
+    /* BREAK_SILENT_FALLBACK: the manifest says truncate: false, yet this works */
+    if (!s)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: stale or unknown sequence handle");
+    if (n_keep < 0 || n_keep > s->len)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: n_keep outside [0, length]");
+#ifndef BREAK_TRUNCATE_STALE
+    s->len = n_keep;
+#endif
+    return ILAB_OK;
+}
+
+__attribute__((unused)) static ilab_status mock_seq_length(ilab_backend_t *b, ilab_seq_t seq, int32_t *length)
+{
+    seq_slot *s = slot_of(b, seq);
+    if (!s || !length)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_length: stale handle or NULL out");
+    *length = s->len;
+    return ILAB_OK;
+}
+
+/* The "model": a pure function of the history. */
+static void logits_of(ilab_backend_t *b, const int32_t *t, int32_t n, float *out)
+{
+    (void)b;
+    double h = 0;
+    for (int32_t i = 0; i < n; i++)
+        h = h * 0.61 + (double)t[i] * 0.013 + 0.1;
+    int32_t last = n ? t[n - 1] : BOS;
+    for (int32_t v = 0; v < VOCAB; v++)
+        out[v] = (float)(2.0 * sin(0.37 * v + h) + 1.5 * cos(0.011 * v * (last + 1) + 0.2 * n));
+#ifdef BREAK_NAN_LOGITS
+    out[VOCAB / 2] = NAN;
+#endif
+#ifdef BREAK_NONDETERMINISTIC_LOGITS
+    out[7] += (float)(b->calls++ % 3) * 0.5f;
+#endif
+}
+
+static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n_items)
+{
+    if (!items || n_items == 0 || n_items > 4)
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: items NULL, empty or more than max_batch 4");
+    for (size_t i = 0; i < n_items; i++) {
+        const ilab_batch_item_t *it = items[i];
+        seq_slot *s = it ? slot_of(b, it->seq) : NULL;
+        if (!s || !it->tokens || it->n_tokens < 1)
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: stale handle, NULL tokens or n_tokens < 1");
+        for (size_t j = 0; j < i; j++)
+            if (items[j]->seq == it->seq)
+                return fail(b, ILAB_INVALID_ARGUMENT, "eval: a sequence appears twice");
+        for (int32_t k = 0; k < it->n_tokens; k++)
+            if (it->tokens[k] < 0 || it->tokens[k] >= VOCAB)
+                return fail(b, ILAB_INVALID_ARGUMENT, "eval: token id out of range");
+#ifndef BREAK_WRAP
+        if (s->len + it->n_tokens > MAX_CONTEXT)
+            return fail(b, ILAB_CONTEXT_OVERFLOW, "eval: the sequence would pass max_context 64");
+#endif
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        const ilab_batch_item_t *it = items[i];
+        seq_slot *s = slot_of(b, it->seq);
+#ifdef BREAK_DECODE_CRASH
+        if (s->len > 0 && it->n_tokens == 1)
+            *(volatile int *)0 = 1;
+#endif
+        int32_t first = 0;
+#ifdef BREAK_CHUNK
+        if (s->len > 0 && it->n_tokens > 1)
+            first = 1; /* forgets the first token of a later chunk */
+#endif
+        for (int32_t k = first; k < it->n_tokens; k++)
+            s->tokens[(s->len++) % MAX_CONTEXT] = it->tokens[k];
+        if (s->leak_to && b->seqs[s->leak_to - 1].used) {
+            seq_slot *p = &b->seqs[s->leak_to - 1];
+            for (int32_t k = 0; k < it->n_tokens && p->len < MAX_CONTEXT; k++)
+                p->tokens[p->len++] = it->tokens[k];
+        }
+        int perturb = 0;
+#ifdef BREAK_INTERLEAVE
+        /* state left over from whichever sequence ran last */
+        perturb = it->seq != b->last_seq && s->len > it->n_tokens;
+        b->last_seq = it->seq;
+#endif
+        if (s->len > MAX_CONTEXT)
+            s->len = MAX_CONTEXT; /* BREAK_WRAP: a ring, silently */
+        if (!it->logits)
+            continue;
+        int32_t rows = (it->flags & ILAB_EVAL_ALL_LOGITS) ? it->n_tokens : 1;
+        for (int32_t r = 0; r < rows; r++) {
+            int32_t upto = s->len - (rows - 1 - r);
+            logits_of(b, s->tokens, upto, it->logits + (size_t)r * VOCAB);
+            if (perturb)
+                it->logits[(size_t)r * VOCAB + 11] += 0.5f;
+#ifdef BREAK_CACHE_DRIFT
+            if (it->n_tokens == 1 && s->len > 1)
+                it->logits[(size_t)r * VOCAB + 3] += 0.01f * (float)s->len;
+#endif
+#ifdef BREAK_BATCH
+            if (n_items > 1)
+                it->logits[(size_t)r * VOCAB + 5] += 0.25f;
+#endif
+#ifdef BREAK_DIFF
+            it->logits[(size_t)r * VOCAB + (size_t)(s->len * 7 % VOCAB)] += 6.0f;
+#endif
+        }
+    }
+    return ILAB_OK;
+}
+
+static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn,
+                                 void *user)
+{
+    (void)r; (void)fn; (void)user;
+    return fail(b, ILAB_UNSUPPORTED, "generate: sampling: backend not declared (the host samples)");
+}
+
+static ilab_status mock_cancel(ilab_backend_t *b, uint64_t id)
+{
+    (void)id;
+    return fail(b, ILAB_UNSUPPORTED, "cancel: capability cancel not declared");
+}
+
+#ifdef BREAK_UNDEFINED_SYMBOL
+extern int ilab_mock_symbol_nobody_defines(void);
+static ilab_status mock_truncate_undefined(ilab_backend_t *b, ilab_seq_t s, int32_t n)
+{
+    (void)b; (void)s;
+    return ilab_mock_symbol_nobody_defines() + n ? ILAB_OK : ILAB_INTERNAL;
+}
+#define TRUNCATE_FN mock_truncate_undefined
+#else
+#define TRUNCATE_FN mock_seq_truncate
+#endif
+
+static const ilab_backend_api_t api = {
+    .struct_size = sizeof(ilab_backend_api_t),
+    .probe = mock_probe,
+    .create = mock_create,
+    .destroy = mock_destroy,
+    .last_error = mock_last_error,
+    .model_info = mock_model_info,
+    .tokenize = mock_tokenize,
+    .detokenize = mock_detokenize,
+    .token_piece = mock_token_piece,
+    .seq_create = mock_seq_create,
+    .seq_free = mock_seq_free,
+    .seq_fork = mock_seq_fork,
+    .seq_truncate = TRUNCATE_FN,
+#ifdef BREAK_NULL_MEMBER
+    .seq_length = NULL,
+#else
+    .seq_length = mock_seq_length,
+#endif
+    .eval = mock_eval,
+    .generate = mock_generate,
+    .cancel = mock_cancel,
+};
+
+ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
+    .struct_size = sizeof(ilab_plugin_entry_t),
+    .abi_major = MOCK_ABI_MAJOR,
+    .abi_minor = ILAB_ABI_MINOR,
+    .name = MOCK_NAME,
+    .version = "0.1.0",
+    .manifest_yaml = manifest,
+    .backend = &api,
+};
