@@ -19,6 +19,7 @@ struct tl_thread_pool {
     tl_task_fn fn;
     void *ctx;
     int n, grain;
+    atomic_int next; /* first index not yet handed out */
 };
 
 typedef struct worker_arg {
@@ -26,17 +27,18 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-static void run_chunk(tl_thread_pool *p, int index)
+/* Chunks of `grain` are handed out first come, first served: on a machine
+ * shared with other work a descheduled thread does not hold up the rest.
+ * Which thread runs a chunk never changes what the chunk computes. */
+static void run_chunks(tl_thread_pool *p, int index)
 {
-    int units = (p->n + p->grain - 1) / p->grain;
-    int per = units / p->n_threads, extra = units % p->n_threads;
-    int first = index * per + (index < extra ? index : extra);
-    int count = per + (index < extra ? 1 : 0);
-    int begin = first * p->grain, end = (first + count) * p->grain;
-    if (end > p->n)
-        end = p->n;
-    if (begin < end)
+    for (;;) {
+        int begin = atomic_fetch_add(&p->next, p->grain);
+        if (begin >= p->n)
+            return;
+        int end = begin + p->grain < p->n ? begin + p->grain : p->n;
         p->fn(p->ctx, begin, end, index);
+    }
 }
 
 static void *worker_main(void *argp)
@@ -61,7 +63,7 @@ static void *worker_main(void *argp)
         if (atomic_load(&p->quit))
             return NULL;
         seen = job;
-        run_chunk(p, index);
+        run_chunks(p, index);
         atomic_fetch_sub(&p->pending, 1);
     }
 }
@@ -127,12 +129,13 @@ void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *c
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
+    atomic_store(&p->next, 0);
     atomic_store(&p->pending, p->n_threads - 1);
     pthread_mutex_lock(&p->lock);
     atomic_fetch_add(&p->job, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    run_chunk(p, 0);
+    run_chunks(p, 0);
     /* Yield after a while: on a busy machine a worker may be descheduled. */
     for (int spins = 0; atomic_load(&p->pending) > 0; spins++)
         if (spins > SPIN_ITERATIONS)

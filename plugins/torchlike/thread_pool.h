@@ -21,8 +21,8 @@ ilab_status tl_thread_pool_create(int n_threads, tl_thread_pool **out);
 void tl_thread_pool_destroy(tl_thread_pool *pool);
 int tl_thread_pool_size(const tl_thread_pool *pool);
 
-/* Split [0, n) into one contiguous chunk per thread (the caller runs the
- * first) and wait for all. Chunk boundaries are multiples of `grain`. */
+/* Run fn over [0, n) in chunks of `grain` (the last may be shorter), shared
+ * out among the threads and the caller, and wait for all of them. */
 void tl_parallel_for(tl_thread_pool *pool, int n, int grain, tl_task_fn fn, void *ctx);
 
 #endif
