@@ -77,10 +77,13 @@ static int on_event(void *user, const ilab_event_t *ev)
             g->text_len += ev->text_len;
             g->text[g->text_len] = '\0';
         }
+        /* split: the previous event ended inside a code point that this
+         * event's first byte continues (invalid bytes are not a split) */
+        if (c->pending_utf8 > 0 && ev->text && ev->text_len &&
+            ((unsigned char)ev->text[0] & 0xC0) == 0x80)
+            g->split_utf8 = true;
         c->pending_utf8 = utf8_owed(c->pending_utf8, (const unsigned char *)ev->text,
                                     ev->text ? ev->text_len : 0);
-        if (c->pending_utf8 > 0)
-            g->split_utf8 = true;
         if (c->p->cancel_after_tokens > 0 && g->n_tokens >= (size_t)c->p->cancel_after_tokens)
             ret = 1;
         if (c->p->cancel_thread_after > 0 && g->n_tokens == (size_t)c->p->cancel_thread_after) {
