@@ -120,9 +120,12 @@ static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_
         return ILAB_OUT_OF_MEMORY;
     }
 #ifdef BREAK_CREATE_LEAK
-    b->leak = malloc(4u << 20);
-    memset(b->leak, 1, 4u << 20);
-    b->leak = NULL; /* forgotten */
+    static void *volatile forgotten[128];
+    static unsigned n_forgotten;
+    void *p = malloc(4u << 20);
+    if (p)
+        memset(p, 1, 4u << 20);
+    forgotten[n_forgotten++ % 128] = p; /* never freed */
 #endif
     *out = b;
     return ILAB_OK;
@@ -194,7 +197,7 @@ static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len
             continue;
 #endif
 #ifdef BREAK_OUT_OF_RANGE_ID
-        if (c == 'z') {
+        if (c == 'w') {
             tmp[n++] = VOCAB + 1;
             continue;
         }
