@@ -23,6 +23,7 @@ struct ilab_sampler {
     int32_t n_history;
     float *raw;       /* copy of the raw logits, for logprobs */
     candidate *cand;  /* workspace: tokens still in the running */
+    candidate *sorted; /* workspace: the head of the order, popped off the heap */
     int32_t n_cand;
 };
 
@@ -56,7 +57,8 @@ ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_siz
     s->history = malloc((size_t)vocab_size * sizeof *s->history);
     s->raw = malloc((size_t)vocab_size * sizeof *s->raw);
     s->cand = malloc((size_t)vocab_size * sizeof *s->cand);
-    if (!s->seen || !s->history || !s->raw || !s->cand) {
+    s->sorted = malloc((size_t)vocab_size * sizeof *s->sorted);
+    if (!s->seen || !s->history || !s->raw || !s->cand || !s->sorted) {
         ilab_sampler_free(s);
         if (err && err_cap)
             snprintf(err, err_cap, "out of memory for a sampler over %d tokens", vocab_size);
@@ -75,6 +77,7 @@ void ilab_sampler_free(ilab_sampler *s)
     free(s->history);
     free(s->raw);
     free(s->cand);
+    free(s->sorted);
     free(s);
 }
 
@@ -95,14 +98,29 @@ static int32_t argmax(const float *x, int32_t n)
     return best;
 }
 
-/* Descending by logit; equal logits by lower id, so results never depend on
- * qsort's order of equal elements. */
-static int cmp_candidate_desc(const void *a, const void *b)
+/* The sampler's total order: higher logit first, equal logits by lower id,
+ * so results never depend on the order ties happen to be visited in. */
+static bool ranks_before(const candidate *x, const candidate *y)
 {
-    const candidate *x = a, *y = b;
-    if (x->logit != y->logit)
-        return x->logit > y->logit ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    return x->logit > y->logit || (x->logit == y->logit && x->id < y->id);
+}
+
+/* Max-heap (by ranks_before) sift-down of element i in h[0..n). */
+static void sift_down(candidate *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t best = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(&h[l], &h[best]))
+            best = l;
+        if (r < n && ranks_before(&h[r], &h[best]))
+            best = r;
+        if (best == i)
+            return;
+        candidate t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
 }
 
 /* HF RepetitionPenaltyLogitsProcessor: a seen token's logit is divided by the
@@ -130,54 +148,65 @@ static void select_candidates(ilab_sampler *s, const float *logits)
         if (logits[i] > max_logit)
             max_logit = logits[i];
     max_logit *= inv_t;
+    /* (float exps throughout: glibc's expf is several times faster than exp;
+     * sums are kept in double.) */
 
-    /* Candidates, pre-filtered when top-p is on: tokens whose probability is
-     * below (1 - top_p) / V sum to less than 1 - top_p together, so the
-     * nucleus never reaches them; dropping them first keeps the sort short. */
     bool use_top_k = p->top_k > 0 && p->top_k < n;
     bool use_top_p = p->top_p < 1.0f;
-    double floor_logit = -INFINITY;
-    if (use_top_p) {
-        double sum = 0.0;
-        for (int32_t i = 0; i < n; i++)
-            sum += exp((double)logits[i] * inv_t - max_logit);
-        double floor_p = (1.0 - (double)p->top_p) / (double)n;
-        floor_logit = max_logit + log(sum) + log(floor_p);
-    }
+    bool p_over_all = use_top_p && !use_top_k; /* nucleus mass over the whole vocabulary */
     int32_t m = 0;
+    double total = 0.0;
     for (int32_t i = 0; i < n; i++) {
         float l = logits[i] * inv_t;
-        if (l == -INFINITY || (double)l < floor_logit)
+        if (l == -INFINITY)
             continue;
         s->cand[m].logit = l;
         s->cand[m].id = i;
         m++;
+        if (p_over_all)
+            total += (double)expf(l - max_logit);
     }
-    if (m == 0) { /* every logit -inf, or all filtered: fall back to the argmax */
-        int32_t a = argmax(logits, n);
+    if (m == 0) { /* every logit -inf: fall back to the first token */
         s->cand[0].logit = 0.0f;
-        s->cand[0].id = a;
+        s->cand[0].id = argmax(logits, n);
         s->n_cand = 1;
         return;
     }
 
-    if (use_top_k || use_top_p)
-        qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_candidate_desc);
-    if (use_top_k && m > p->top_k)
-        m = p->top_k;
-    if (use_top_p) {
-        /* Keep token i while the mass strictly before it is < top_p (HF's
-         * TopPLogitsWarper, written in descending order); at least one. */
-        double total = 0.0;
+    if (use_top_k || use_top_p) {
+        /* Only the head of the order matters (k tokens, or the nucleus), so
+         * pop it off a heap instead of sorting the whole vocabulary. */
+        for (int32_t i = m / 2 - 1; i >= 0; i--)
+            sift_down(s->cand, m, i);
+        int32_t limit = use_top_k ? p->top_k : m, heap_n = m, kept = 0;
+        double before = 0.0, target = (double)p->top_p * total;
+        while (kept < limit && heap_n > 0) {
+            /* HF's TopPLogitsWarper in descending order: token i stays while
+             * the mass strictly before it is < top_p; at least one stays. */
+            if (p_over_all && kept > 0 && before >= target)
+                break;
+            candidate top = s->cand[0];
+            s->cand[0] = s->cand[--heap_n];
+            sift_down(s->cand, heap_n, 0);
+            s->sorted[kept++] = top;
+            if (p_over_all)
+                before += (double)expf(top.logit - max_logit);
+        }
+        memcpy(s->cand, s->sorted, (size_t)kept * sizeof *s->cand);
+        m = kept;
+    }
+    if (use_top_p && use_top_k) {
+        /* Top-p over what top-k left, renormalised (HF order: k, then p). */
+        double sub = 0.0;
         for (int32_t i = 0; i < m; i++)
-            total += exp((double)(s->cand[i].logit - s->cand[0].logit));
+            sub += (double)expf(s->cand[i].logit - s->cand[0].logit);
         double before = 0.0;
         int32_t keep = 0;
-        while (keep < m && before < (double)p->top_p * total) {
-            before += exp((double)(s->cand[keep].logit - s->cand[0].logit));
+        while (keep < m && (keep == 0 || before < (double)p->top_p * sub)) {
+            before += (double)expf(s->cand[keep].logit - s->cand[0].logit);
             keep++;
         }
-        m = keep > 0 ? keep : 1;
+        m = keep;
     }
     if (p->min_p > 0.0f) {
         /* p_i >= min_p * p_max  <=>  l_i >= l_max + log(min_p) */
@@ -241,10 +270,11 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
 
     /* Raw distribution first: logsumexp, top list, and a copy for the
      * chosen token's logprob (the processors overwrite `logits`). */
-    float max_raw = logits[argmax(logits, n)];
-    double sum = 0.0;
+    int32_t raw_best = argmax(logits, n);
+    float max_raw = logits[raw_best];
+    double sum = 0.0; /* float exps (fast), double sum (exact enough for 32k terms) */
     for (int32_t i = 0; i < n; i++)
-        sum += exp((double)(logits[i] - max_raw));
+        sum += (double)expf(logits[i] - max_raw);
     double lse = (double)max_raw + log(sum);
     if (n_top > 0 && top)
         top_logprobs(logits, n, lse, top, n_top > n ? n : n_top);
@@ -253,7 +283,7 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
     int32_t token;
     apply_repetition_penalty(s, logits);
     if (s->params.temperature == 0.0f) {
-        token = argmax(logits, n);
+        token = s->n_history && s->params.repetition_penalty != 1.0f ? argmax(logits, n) : raw_best;
     } else {
         select_candidates(s, logits);
         float best = -INFINITY;
@@ -262,12 +292,12 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
                 best = s->cand[i].logit;
         double total = 0.0;
         for (int32_t i = 0; i < s->n_cand; i++)
-            total += exp((double)(s->cand[i].logit - best));
+            total += (double)expf(s->cand[i].logit - best);
         double u = ilab_rng_uniform(&s->rng) * total;
         double acc = 0.0;
         token = s->cand[s->n_cand - 1].id; /* rounding: the last one */
         for (int32_t i = 0; i < s->n_cand; i++) {
-            acc += exp((double)(s->cand[i].logit - best));
+            acc += (double)expf(s->cand[i].logit - best);
             if (u < acc) {
                 token = s->cand[i].id;
                 break;

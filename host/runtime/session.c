@@ -43,7 +43,9 @@ ilab_status ilab_session_open(const ilab_settings *settings, const char *backend
         if (!err[0])
             snprintf(err, err_cap, "backend '%s': no plugin with that name was found", name);
         free(s);
-        return st;
+        /* Not found is a wrong name, not an unavailable backend: ILAB_UNAVAILABLE
+         * is kept for the probe's answer (the CLI exits 3 only for that). */
+        return st == ILAB_UNAVAILABLE ? ILAB_INVALID_ARGUMENT : st;
     }
     const ilab_manifest *m = ilab_plugin_manifest(s->plugin);
     size_t n_user = 0;
