@@ -120,12 +120,9 @@ static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_
         return ILAB_OUT_OF_MEMORY;
     }
 #ifdef BREAK_CREATE_LEAK
-    static void *volatile forgotten[128];
-    static unsigned n_forgotten;
-    void *p = malloc(4u << 20);
-    if (p)
-        memset(p, 1, 4u << 20);
-    forgotten[n_forgotten++ % 128] = p; /* never freed */
+    b->leak = malloc(4u << 20); /* destroy() never frees it */
+    if (b->leak)
+        memset(b->leak, 1, 4u << 20);
 #endif
     *out = b;
     return ILAB_OK;
