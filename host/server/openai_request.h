@@ -17,7 +17,7 @@
  * a seed gets this one, so the same request gives the same text. */
 #define ILAB_SERVE_DEFAULT_TEMPERATURE 0.8f
 #define ILAB_SERVE_DEFAULT_TOP_P 0.9f
-#define ILAB_SERVE_DEFAULT_SEED 1234u
+#define ILAB_SERVE_DEFAULT_SEED 42u /* the same as `inferlab run` */
 /* OpenAI's and vLLM's default for the legacy completions endpoint. */
 #define ILAB_SERVE_DEFAULT_COMPLETION_TOKENS 16
 /* The most stop strings and top logprobs a request may ask for. */

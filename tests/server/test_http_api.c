@@ -544,6 +544,49 @@ static void test_concurrent_streams_match_solo(void **state)
     }
 }
 
+#ifdef HAVE_TORCHLIKE
+/* The same on the real backend (its embedded default model): batched GEMMs
+ * must not change what each stream samples. */
+static void test_torchlike_concurrent_chat(void **state)
+{
+    (void)state;
+    test_server s;
+    const char *args[] = {"--plugin-dir", SHIPPED_PLUGIN_DIR, "--backend", "torchlike", NULL};
+    assert_true(test_server_start(&s, args));
+    enum { N = 4 };
+    char *bodies[N];
+    for (int i = 0; i < N; i++) {
+        bodies[i] = malloc(256);
+        snprintf(bodies[i], 256, "{\"messages\": [{\"role\": \"user\", \"content\": "
+                 "\"Tell me of %s.\"}], \"max_tokens\": 24, \"seed\": %d, "
+                 "\"ignore_eos\": true, \"stream\": true}",
+                 (const char *[]){"Emma", "Bath", "the ball", "Mr. Knightley"}[i], 7 + i);
+    }
+    stream_buf together[N];
+    long status[N];
+    run_concurrently(&s, "/v1/chat/completions", bodies, N, together, status);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(status[i], 200);
+        stream_buf alone;
+        long st;
+        run_concurrently(&s, "/v1/chat/completions", &bodies[i], 1, &alone, &st);
+        assert_int_equal(st, 200);
+        const char *f1, *f2;
+        json_int_t n1, n2;
+        char *t1 = stream_text(together[i].data, true, &f1, &n1);
+        char *t2 = stream_text(alone.data, true, &f2, &n2);
+        assert_string_equal(t1, t2);
+        assert_string_equal(f1, f2);
+        free(t1);
+        free(t2);
+        free(alone.data);
+        free(together[i].data);
+        free(bodies[i]);
+    }
+    assert_int_equal(test_server_stop(&s), 0);
+}
+#endif
+
 static void test_unavailable_backend(void **state)
 {
     (void)state;
@@ -653,6 +696,9 @@ int main(void)
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_disconnect_cancels),
         cmocka_unit_test(test_concurrent_streams_match_solo),
+#ifdef HAVE_TORCHLIKE
+        cmocka_unit_test(test_torchlike_concurrent_chat),
+#endif
         cmocka_unit_test(test_unavailable_backend),
         cmocka_unit_test(test_overload_503),
         cmocka_unit_test(test_graceful_shutdown),
