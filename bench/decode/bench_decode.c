@@ -112,7 +112,8 @@ static int engine_open(engine *e, const char *path, int threads, int max_seqs)
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    tl_model_init(&e->model, &ck);
+    if (tl_model_init(&e->model, &ck) != ILAB_OK)
+        return -1;
     int per_seq = (ck.cfg.seq_len + TL_KV_BLOCK - 1) / TL_KV_BLOCK;
     if (tl_kv_init(&e->kv, ck.cfg.n_layers, e->model.kv_dim, ck.cfg.seq_len, per_seq * max_seqs,
                    max_seqs) != ILAB_OK ||
@@ -292,16 +293,21 @@ int main(int argc, char **argv)
     if (only && strcmp(only, "batch") != 0)
         goto done;
     printf("\n110M shape, 2 threads, aggregate over concurrent sequences (one batched step each):\n");
-    double single = 0;
-    int counts[4] = {1, 4, 8, 16};
-    for (int c = 0; c < 4; c++) {
-        int agg_steps = steps / 8 < 16 ? 16 : steps / 8;
-        double tps = aggregate_speed(paths[0], 2, counts[c], agg_steps);
-        if (c == 0)
-            single = tps;
-        printf("  %2d sequences: %7.1f tok/s aggregate (%.2fx single)\n", counts[c], tps,
-               tps / single);
+    for (int kernel = 0; kernel < 2; kernel++) {
+        /* skinny kernel up to 16 tokens (the default), or cblas_sgemm for any batch */
+        tl_ops_set_skinny_limit(kernel == 0 ? TL_SKINNY_BATCH_DEFAULT : 1);
+        double single = 0;
+        int counts[4] = {1, 4, 8, 16};
+        for (int c = 0; c < 4; c++) {
+            int agg_steps = steps / 8 < 16 ? 16 : steps / 8;
+            double tps = aggregate_speed(paths[0], 2, counts[c], agg_steps);
+            if (c == 0)
+                single = tps;
+            printf("  %-13s %2d sequences: %7.1f tok/s aggregate (%.2fx single)\n",
+                   kernel == 0 ? "skinny kernel" : "cblas_sgemm", counts[c], tps, tps / single);
+        }
     }
+    tl_ops_set_skinny_limit(TL_SKINNY_BATCH_DEFAULT);
 done:
     tl_thread_pool_destroy(bw_pool[1]);
     tl_thread_pool_destroy(bw_pool[2]);

@@ -223,7 +223,11 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
         free(b);
         return st;
     }
-    tl_model_init(&b->model, &ck);
+    st = tl_model_init(&b->model, &ck);
+    if (st != ILAB_OK) {
+        snprintf(error, error_cap, "torchlike: out of memory for the rotary tables of %s", ck.label);
+        goto fail;
+    }
 
     if (s.tokenizer[0]) {
         st = tl_tokenizer_load_file(s.tokenizer, ck.cfg.vocab_size, ck.label, &b->tok,

@@ -6,17 +6,25 @@
 
 #include "ops.h"
 
-void tl_model_init(tl_model *m, const tl_checkpoint *ck)
+ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck)
 {
+    memset(m, 0, sizeof *m);
     m->ck = *ck;
     m->cfg = ck->cfg;
     m->head_size = m->cfg.dim / m->cfg.n_heads;
     m->kv_dim = m->cfg.dim * m->cfg.n_kv_heads / m->cfg.n_heads;
+    ilab_status st = tl_rope_table(m->cfg.seq_len, m->head_size, &m->rope_cos, &m->rope_sin);
+    if (st != ILAB_OK)
+        tl_model_close(m);
+    return st;
 }
 
 void tl_model_close(tl_model *m)
 {
+    free(m->rope_cos);
+    free(m->rope_sin);
     tl_checkpoint_close(&m->ck);
+    memset(m, 0, sizeof *m);
 }
 
 void tl_workspace_free(tl_workspace *ws)
@@ -150,8 +158,10 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         }
         for (int t = 0; t < T; t++) {
             int pos = ws->token_pos[t];
-            tl_rope_row(tl_tensor_row(&ws->q, (size_t)t), c->dim, m->head_size, pos);
-            tl_rope_row(tl_tensor_row(&ws->k, (size_t)t), m->kv_dim, m->head_size, pos);
+            const float *cr = m->rope_cos + (size_t)pos * (size_t)(m->head_size / 2);
+            const float *sr = m->rope_sin + (size_t)pos * (size_t)(m->head_size / 2);
+            tl_rope_row(tl_tensor_row(&ws->q, (size_t)t), c->dim, m->head_size, cr, sr);
+            tl_rope_row(tl_tensor_row(&ws->k, (size_t)t), m->kv_dim, m->head_size, cr, sr);
             const int *blocks = items[ws->token_item[t]].blocks;
             size_t off = (size_t)(pos % TL_KV_BLOCK) * kv_dim;
             memcpy(tl_kv_keys(kv, blocks[pos / TL_KV_BLOCK], l) + off,

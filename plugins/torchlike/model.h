@@ -17,9 +17,11 @@ typedef struct tl_model {
     tl_checkpoint ck; /* owned: closed by tl_model_close */
     tl_config cfg;
     int head_size, kv_dim;
+    float *rope_cos, *rope_sin; /* [seq_len][head_size / 2], owned */
 } tl_model;
 
-void tl_model_init(tl_model *m, const tl_checkpoint *ck); /* takes ownership of ck */
+/* Takes ownership of ck (also on failure: ILAB_OUT_OF_MEMORY closes it). */
+ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck);
 void tl_model_close(tl_model *m);
 
 /* One sequence's share of a forward pass. */

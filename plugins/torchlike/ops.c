@@ -2,9 +2,16 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static tl_matvec_kind matvec_kind = TL_MATVEC_OWN;
+static int skinny_limit = TL_SKINNY_BATCH_DEFAULT;
+
+void tl_ops_set_skinny_limit(int max_tokens)
+{
+    skinny_limit = max_tokens;
+}
 
 void tl_ops_set_matvec(tl_matvec_kind kind)
 {
@@ -86,6 +93,52 @@ static void matvec_rows(const float *w, const float *x, float *out, int d, int r
     }
 }
 
+/* out[t][r] = w[r] . x[t] for rows [r0, r1) and all T tokens of a skinny
+ * batch: each weight row is read from memory once and reused from L1 for
+ * every token, so a few decoding sequences cost little more than one. */
+TL_CLONES
+static void matmul_skinny_rows(const float *w, const float *x, float *out, int T, int d, int n,
+                               int r0, int r1)
+{
+    int d8 = d & ~7;
+    for (int r = r0; r < r1; r++) {
+        const float *wr = w + (size_t)r * d;
+        int t = 0;
+        for (; t + 4 <= T; t += 4) {
+            const float *x0 = x + (size_t)t * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+            v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (int i = 0; i < d8; i += 8) {
+                v8f wv = LOAD8(wr + i);
+                a0 += wv * LOAD8(x0 + i);
+                a1 += wv * LOAD8(x1 + i);
+                a2 += wv * LOAD8(x2 + i);
+                a3 += wv * LOAD8(x3 + i);
+            }
+            float s0 = HSUM8(a0), s1 = HSUM8(a1), s2 = HSUM8(a2), s3 = HSUM8(a3);
+            for (int i = d8; i < d; i++) {
+                s0 += wr[i] * x0[i];
+                s1 += wr[i] * x1[i];
+                s2 += wr[i] * x2[i];
+                s3 += wr[i] * x3[i];
+            }
+            out[(size_t)t * n + r] = s0;
+            out[(size_t)(t + 1) * n + r] = s1;
+            out[(size_t)(t + 2) * n + r] = s2;
+            out[(size_t)(t + 3) * n + r] = s3;
+        }
+        for (; t < T; t++) {
+            const float *xt = x + (size_t)t * d;
+            v8f a = {0};
+            for (int i = 0; i < d8; i += 8)
+                a += LOAD8(wr + i) * LOAD8(xt + i);
+            float s = HSUM8(a);
+            for (int i = d8; i < d; i++)
+                s += wr[i] * xt[i];
+            out[(size_t)t * n + r] = s;
+        }
+    }
+}
+
 float tl_dot(const float *a, const float *b, int n)
 {
     float s = 0.0f;
@@ -135,6 +188,18 @@ void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_produ
     tl_parallel_for(pool, total, 64, matvec_task, &job);
 }
 
+typedef struct skinny_job {
+    const float *w, *x;
+    float *out;
+    int T, d, n;
+} skinny_job;
+
+static void skinny_task(void *ctxp, int begin, int end, int thread)
+{
+    const skinny_job *j = ctxp;
+    matmul_skinny_rows(j->w, j->x, j->out, j->T, j->d, j->n, begin, end);
+}
+
 void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool)
 {
     int T = (int)tl_tensor_rows_of(x), d = (int)tl_tensor_cols_of(x);
@@ -143,6 +208,11 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread
         float *o = out->data;
         const tl_tensor *wp = w;
         tl_matvec_multi(&o, &wp, 1, x->data, pool);
+        return;
+    }
+    if (T <= skinny_limit && x->stride[0] == (size_t)d && out->stride[0] == (size_t)n) {
+        skinny_job job = {w->data, x->data, out->data, T, d, n};
+        tl_parallel_for(pool, n, 32, skinny_task, &job);
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, d, 1.0f, x->data,
@@ -167,13 +237,34 @@ void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight)
     }
 }
 
-void tl_rope_row(float *x, int n_features, int head_size, int pos)
+ilab_status tl_rope_table(int seq_len, int head_size, float **cos_out, float **sin_out)
+{
+    size_t half = (size_t)head_size / 2;
+    float *c = malloc((size_t)seq_len * half * sizeof(float));
+    float *s = malloc((size_t)seq_len * half * sizeof(float));
+    if (!c || !s) {
+        free(c);
+        free(s);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    for (int pos = 0; pos < seq_len; pos++)
+        for (int head_dim = 0; head_dim < head_size; head_dim += 2) {
+            float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)head_size);
+            float val = (float)pos * freq;
+            c[(size_t)pos * half + (size_t)head_dim / 2] = cosf(val);
+            s[(size_t)pos * half + (size_t)head_dim / 2] = sinf(val);
+        }
+    *cos_out = c;
+    *sin_out = s;
+    return ILAB_OK;
+}
+
+void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
+                 const float *sin_row)
 {
     for (int i = 0; i < n_features; i += 2) {
-        int head_dim = i % head_size;
-        float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)head_size);
-        float val = (float)pos * freq;
-        float fcr = cosf(val), fci = sinf(val);
+        int pair = (i % head_size) / 2;
+        float fcr = cos_row[pair], fci = sin_row[pair];
         float v0 = x[i], v1 = x[i + 1];
         x[i] = v0 * fcr - v1 * fci;
         x[i + 1] = v0 * fci + v1 * fcr;

@@ -17,8 +17,15 @@ typedef enum tl_matvec_kind {
 void tl_ops_set_matvec(tl_matvec_kind kind); /* process-wide; for benchmarks */
 tl_matvec_kind tl_ops_matvec(void);
 
-/* out[T][n] = x[T][d] . w[n][d]^T: cblas_sgemm for T > 1 (one GEMM over every
- * token of a batch), the matvec path for T == 1. */
+/* Batches of at most this many tokens (several sequences decoding together)
+ * use the skinny kernel: one pass over the weights for all tokens. Larger
+ * ones (prefills) use cblas_sgemm. Process-wide; bench/decode compares. */
+#define TL_SKINNY_BATCH_DEFAULT 16
+void tl_ops_set_skinny_limit(int max_tokens);
+
+/* out[T][n] = x[T][d] . w[n][d]^T, one matrix product over every token of a
+ * batch: the matvec path for T == 1, the skinny kernel for T up to the limit
+ * above, cblas_sgemm beyond. */
 void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool);
 
 /* Several products of the same single row `x` in one parallel loop, so a
@@ -29,9 +36,16 @@ void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_produ
 /* out = weight * x / sqrt(mean(x^2) + 1e-5), row by row. */
 void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight);
 
-/* Rotate pairs (x[2i], x[2i+1]) of each head by position * 10000^(-2i/head),
- * llama2.c's interleaved convention, for one row of `n_features`. */
-void tl_rope_row(float *x, int n_features, int head_size, int pos);
+/* Rotary embedding tables: cos and sin of pos * 10000^(-2i/head) for every
+ * position and pair, [seq_len][head_size / 2] each, computed once with the
+ * same float expressions llama2.c evaluates per step. */
+ilab_status tl_rope_table(int seq_len, int head_size, float **cos_out, float **sin_out);
+
+/* Rotate pairs (x[2i], x[2i+1]) of each head (llama2.c's interleaved
+ * convention) for one row of `n_features`, at the row of the tables for its
+ * position. */
+void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
+                 const float *sin_row);
 
 /* In-place softmax over n values. */
 void tl_softmax(float *x, int n);
