@@ -649,6 +649,61 @@ static void torchlike_greedy_equals_its_argmax_loop(void **state)
     close_backend(&o);
 }
 
+
+/* ---- sampling: backend (generate() on worker threads) ---------------------- */
+
+static void backend_sampling_runs_through_generate(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(GENERATE_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 2, 8);
+    enum { R = 5 };
+    collect c[R];
+    char err[512];
+    for (int i = 0; i < R; i++) {
+        collect_init(&c[i]);
+        ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 10 + i);
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
+    }
+    for (int i = 0; i < R; i++) {
+        wait_terminal(&c[i]);
+        assert_int_equal(c[i].terminal, 1);
+        assert_int_equal(c[i].reason, ILAB_FINISH_LENGTH);
+        assert_int_equal(c[i].n, 10 + i);
+        assert_int_equal(c[i].completion_tokens, 10 + i);
+        assert_memory_equal(c[i].text, "abcdefghij", 10);
+        collect_destroy(&c[i]);
+    }
+    assert_int_equal(ilab_engine_eval_calls(e), 0);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
+static void backend_sampling_cancel_goes_to_the_backend(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(GENERATE_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 2, 8);
+    collect c;
+    collect_init(&c);
+    c.block_at = 4;
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 200);
+    char err[512];
+    cancel_arg a = {e, 0, &c};
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &c, err, sizeof err, &a.id), ILAB_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, cancel_thread, &a);
+    wait_terminal(&c);
+    pthread_join(t, NULL);
+    assert_int_equal(c.reason, ILAB_FINISH_CANCELLED);
+    assert_int_equal(c.n, 4);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -663,6 +718,8 @@ int main(void)
         cmocka_unit_test(more_requests_than_max_batch_all_complete),
         cmocka_unit_test(destroy_cancels_what_is_still_running),
         cmocka_unit_test(torchlike_greedy_equals_its_argmax_loop),
+        cmocka_unit_test(backend_sampling_runs_through_generate),
+        cmocka_unit_test(backend_sampling_cancel_goes_to_the_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
