@@ -272,8 +272,9 @@ conf_result conf_cch6_free(conf_env *env, char *msg, size_t cap)
             rss0 = conf_rss_bytes();
         ilab_seq_t s = 0;
         ilab_status st = env->api->seq_create(env->be, &s);
+        /* one token allocates the sequence's first cache block */
         if (st == ILAB_OK)
-            st = conf_eval1(env, s, tok, 4, 0, NULL);
+            st = conf_eval1(env, s, tok, 1, 0, NULL);
         CONF_CHECK(st == ILAB_OK, "cycle %d: seq_create/eval returned %s", i, ilab_status_name(st));
         st = env->api->seq_free(env->be, s);
         CONF_CHECK(st == ILAB_OK, "cycle %d: seq_free returned %s", i, ilab_status_name(st));
