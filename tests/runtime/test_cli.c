@@ -1,0 +1,153 @@
+/* `inferlab run / tokenize / detokenize` end to end: the real binary, the
+ * test plugins (via --plugin-dir), exit codes, --json lines, stdin. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+static char out[65536];
+
+/* Run `args` (shell words) through inferlab with the test plugin folder;
+ * stdout into `out`, stderr into `err` (may be NULL). Returns the exit code. */
+static int inferlab(const char *stdin_text, const char *args, char *err, size_t err_cap)
+{
+    char err_path[] = "/tmp/ilab_cli_err_XXXXXX";
+    int fd = mkstemp(err_path);
+    assert_true(fd >= 0);
+    close(fd);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s%s%s '%s' %s --plugin-dir '%s' 2>'%s'", stdin_text ? "printf '%s' '" : "",
+             stdin_text ? stdin_text : "", stdin_text ? "' |" : "", INFERLAB_BIN, args, TEST_PLUGIN_DIR, err_path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    if (err) {
+        FILE *f = fopen(err_path, "r");
+        size_t m = f ? fread(err, 1, err_cap - 1, f) : 0;
+        err[m] = '\0';
+        if (f)
+            fclose(f);
+    }
+    unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+static void run_json_streams_tokens_then_finish(void **state)
+{
+    (void)state;
+    char err[4096];
+    int rc = inferlab(NULL, "run --backend counting_backend --prompt Hi --max-tokens 5 --temperature 0 "
+                            "--logprobs 3 --ignore-eos --json", err, sizeof err);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    assert_int_equal(count(out, "{\"type\":\"token\""), 5);
+    assert_int_equal(count(out, "\"top_logprobs\":[{"), 5);
+    assert_int_equal(count(out, "{\"type\":\"finish\",\"reason\":\"length\""), 1);
+    assert_non_null(strstr(out, "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":5}"));
+    assert_non_null(strstr(out, "\"seed\":42"));
+}
+
+static void run_reads_stdin_and_prints_a_stats_line(void **state)
+{
+    (void)state;
+    char err[4096];
+    int rc = inferlab("Hi\n", "run --backend counting_backend --max-tokens 4 --seed 9", err, sizeof err);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    assert_true(strncmp(out, "Hi", 2) == 0); /* prompt echoed, trailing newline dropped */
+    assert_non_null(strstr(err, "[prompt 3 tokens | completion 4 tokens | ttft "));
+    assert_non_null(strstr(err, "finish length | seed 9]"));
+}
+
+static void run_through_a_sampling_backend(void **state)
+{
+    (void)state;
+    char err[4096];
+    int rc = inferlab(NULL, "run --backend generate_backend --prompt x --max-tokens 6", err, sizeof err);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    assert_string_equal(out, "xabcdef\n");
+}
+
+static void exit_codes(void **state)
+{
+    (void)state;
+    char err[4096];
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --max-tokens 0", err, sizeof err), 2);
+    assert_non_null(strstr(err, "--max-tokens"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set nodot", err, sizeof err), 2);
+    assert_non_null(strstr(err, "nodot"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set counting_backend.nope=1", err,
+                              sizeof err), 1);
+    assert_non_null(strstr(err, "nope"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set counting_backend.fail_after=x",
+                              err, sizeof err), 1);
+    assert_non_null(strstr(err, "fail_after"));
+    assert_int_equal(inferlab(NULL, "run --backend no_such_backend --prompt x", err, sizeof err), 1);
+    assert_non_null(strstr(err, "no_such_backend"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set counting_backend.fail_after=1",
+                              err, sizeof err), 1);
+    assert_non_null(strstr(err, "injected failure"));
+    assert_int_equal(inferlab(NULL, "run --bogus", err, sizeof err), 2);
+}
+
+static void unavailable_backend_exits_3_with_the_reason(void **state)
+{
+    (void)state;
+    char vllm[1024];
+    snprintf(vllm, sizeof vllm, "%s/vllm_stub.so", SHIPPED_PLUGIN_DIR);
+    if (access(vllm, R_OK) != 0 || getenv("INFERLAB_VLLM_URL"))
+        skip();
+    char args[2048], err[4096];
+    snprintf(args, sizeof args, "run --backend vllm_stub --prompt x --plugin-dir '%s'", SHIPPED_PLUGIN_DIR);
+    assert_int_equal(inferlab(NULL, args, err, sizeof err), 3);
+    assert_non_null(strstr(err, "unavailable"));
+    assert_non_null(strstr(err, "base_url"));
+}
+
+static void tokenize_and_detokenize(void **state)
+{
+    (void)state;
+    char err[4096];
+    assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend Hi", err, sizeof err), 0);
+    assert_string_equal(out, "75 108\n");
+    assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend --add-special --json Hi", err, sizeof err), 0);
+    assert_string_equal(out, "[1,75,108]\n");
+    assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend 1 75 108", err, sizeof err), 0);
+    assert_string_equal(out, "Hi\n");
+    assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend --json 75 108", err, sizeof err), 0);
+    assert_string_equal(out, "\"Hi\"\n");
+    assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend 999", err, sizeof err), 1);
+    assert_non_null(strstr(err, "999"));
+    assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend abc", err, sizeof err), 2);
+    assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend", err, sizeof err), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(run_json_streams_tokens_then_finish),
+        cmocka_unit_test(run_reads_stdin_and_prints_a_stats_line),
+        cmocka_unit_test(run_through_a_sampling_backend),
+        cmocka_unit_test(exit_codes),
+        cmocka_unit_test(unavailable_backend_exits_3_with_the_reason),
+        cmocka_unit_test(tokenize_and_detokenize),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
