@@ -957,6 +957,14 @@ void ilab_engine_destroy(ilab_engine *e)
     free(e);
 }
 
+/* A request that the next step will admit straight into a free running
+ * slot is not really waiting, so free slots add to max_waiting. Under mu. */
+static bool queue_full(const ilab_engine *e)
+{
+    int free_slots = e->cfg.max_running - e->n_running;
+    return e->n_waiting >= e->cfg.max_waiting + (free_slots > 0 ? free_slots : 0);
+}
+
 static ilab_status submit(ilab_engine *e, const ilab_request *req, ilab_event_fn on_event,
                           void *user_data, ilab_request_metrics *metrics, char *err,
                           size_t err_cap, uint64_t *request_id)
@@ -973,7 +981,7 @@ static ilab_status submit(ilab_engine *e, const ilab_request *req, ilab_event_fn
     }
     /* Refuse early, before tokenizing, when the queue is full. */
     pthread_mutex_lock(&e->mu);
-    bool full = e->n_waiting >= e->cfg.max_waiting;
+    bool full = queue_full(e);
     int waiting = e->n_waiting;
     pthread_mutex_unlock(&e->mu);
     if (full) {
@@ -991,7 +999,7 @@ static ilab_status submit(ilab_engine *e, const ilab_request *req, ilab_event_fn
     r->t_submit = now_ns();
 
     pthread_mutex_lock(&e->mu);
-    if (e->stopping || e->n_waiting >= e->cfg.max_waiting) {
+    if (e->stopping || queue_full(e)) {
         waiting = e->n_waiting;
         bool stopping = e->stopping;
         pthread_mutex_unlock(&e->mu);

@@ -17,7 +17,8 @@ typedef struct ilab_engine ilab_engine;
 
 typedef struct ilab_engine_config {
     int max_running;       /* sequences in the running batch (<= manifest max_batch) */
-    int max_waiting;       /* queued requests; past it submit() is refused "overloaded" */
+    int max_waiting;       /* queued requests beyond free running slots; past it
+                              submit() is refused "overloaded" */
     int step_token_budget; /* most tokens (prefill + decode) in one eval() call */
     int prefill_chunk;     /* most prompt tokens of one sequence per step */
 } ilab_engine_config;

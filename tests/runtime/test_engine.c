@@ -407,6 +407,33 @@ static void past_max_waiting_submit_is_refused_overloaded(void **state)
     close_backend(&o);
 }
 
+static void max_waiting_zero_still_fills_free_running_slots(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 1, 0);
+    collect first, second;
+    collect_init(&first);
+    collect_init(&second);
+    first.block_at = 1;
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 2);
+    char err[512] = "";
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &first, err, sizeof err, NULL), ILAB_OK);
+    wait_blocked(&first); /* running now: no free slot, no queue */
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &second, err, sizeof err, NULL), ILAB_UNAVAILABLE);
+    assert_true(strncmp(err, "overloaded:", 11) == 0);
+    release(&first);
+    wait_terminal(&first);
+    assert_int_equal(first.reason, ILAB_FINISH_LENGTH);
+    /* the slot is free again */
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &second, err, sizeof err, NULL), ILAB_OK);
+    collect_destroy(&first);
+    collect_destroy(&second);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
 static void backend_failure_becomes_an_error_event(void **state)
 {
     (void)state;
@@ -711,6 +738,7 @@ int main(void)
         cmocka_unit_test(four_concurrent_requests_share_one_eval_per_step),
         cmocka_unit_test(cancel_from_another_thread_ends_within_one_step),
         cmocka_unit_test(past_max_waiting_submit_is_refused_overloaded),
+        cmocka_unit_test(max_waiting_zero_still_fills_free_running_slots),
         cmocka_unit_test(backend_failure_becomes_an_error_event),
         cmocka_unit_test(eos_and_stop_strings_end_with_stop),
         cmocka_unit_test(full_context_ends_with_length),
