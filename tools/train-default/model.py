@@ -76,7 +76,7 @@ class Attention(nn.Module):
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(2, 3)) / math.sqrt(self.head_dim)
         att = att + mask[:, :, :t, :t]
-        att = F.softmax(att.float(), dim=-1)
+        att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, -1)
         return self.wo(y)
 

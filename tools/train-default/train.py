@@ -69,6 +69,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", required=True)
     ap.add_argument("--minutes", type=float, default=30.0, help="wall-clock budget")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="cap by optimizer steps instead of time (the cosine "
+                         "then runs over steps; for machine-independent reruns)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -113,7 +116,10 @@ def main():
 
     while True:
         elapsed = time.time() - start
-        frac = min(1.0, elapsed / budget)
+        if args.steps:
+            frac = min(1.0, step / args.steps)
+        else:
+            frac = min(1.0, elapsed / budget)
         if step < args.warmup:
             lr = args.lr * (step + 1) / args.warmup
         else:
@@ -129,7 +135,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        done = elapsed >= budget
+        done = step >= args.steps if args.steps else elapsed >= budget
         if step % args.eval_every == 0 or done:
             v = evaluate(model, val, seq, max_windows=64)
             history.append({"step": step, "minutes": round(elapsed / 60, 2),
