@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "inferlab/inferlab.h"
@@ -36,6 +37,20 @@
 #else
 #define MANIFEST_NAME MOCK_NAME
 #endif
+#ifdef MOCK_BACKEND_SAMPLING
+#define CAP_TOPK "5"
+#define CAP_SAMPLING "backend"
+#define CAP_STREAM "true"
+#else
+#define CAP_TOPK "0"
+#define CAP_SAMPLING "host"
+#define CAP_STREAM "false"
+#endif
+#ifdef BREAK_THREAD_RACE
+#define CAP_THREADS "sequence"
+#else
+#define CAP_THREADS "none"
+#endif
 #ifdef BREAK_SILENT_FALLBACK
 #define TRUNCATE_CAP "false"
 #else
@@ -50,17 +65,17 @@ static const char manifest[] =
     "capabilities:\n"
     "  tokenizer: true\n"
     "  logits: full\n"
-    "  topk_max: 0\n"
-    "  sampling: host\n"
+    "  topk_max: " CAP_TOPK "\n"
+    "  sampling: " CAP_SAMPLING "\n"
     "  cache:\n"
     "    fork: true\n"
     "    truncate: " TRUNCATE_CAP "\n"
     "  batching:\n"
     "    max_batch: 4\n"
-    "  streaming: false\n"
-    "  cancel: false\n"
+    "  streaming: " CAP_STREAM "\n"
+    "  cancel: " CAP_STREAM "\n"
     "  max_context: 0\n"
-    "  thread_safety: none\n";
+    "  thread_safety: " CAP_THREADS "\n";
 
 typedef struct seq_slot {
     uint32_t gen;   /* bumped on free: stale handles are detected */
@@ -76,6 +91,8 @@ struct ilab_backend {
     unsigned calls;
     void *leak;
     ilab_seq_t last_seq;
+    const seq_slot *current;       /* BREAK_THREAD_RACE: shared scratch */
+    _Atomic uint64_t cancel_id;    /* generate(): the request cancel() named */
 };
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *what)
@@ -383,6 +400,9 @@ static void logits_of(ilab_backend_t *b, const int32_t *t, int32_t n, float *out
     int32_t last = n ? t[n - 1] : BOS;
     for (int32_t v = 0; v < VOCAB; v++)
         out[v] = (float)(2.0 * sin(0.37 * v + h) + 1.5 * cos(0.011 * v * (last + 1) + 0.2 * n));
+    /* it "speaks" ASCII: streamed text never has a code point to split */
+    for (int32_t v = 128; v < 256; v++)
+        out[v] = -30.0f;
 #ifdef BREAK_NAN_LOGITS
     out[VOCAB / 2] = NAN;
 #endif
@@ -443,7 +463,15 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
         int32_t rows = (it->flags & ILAB_EVAL_ALL_LOGITS) ? it->n_tokens : 1;
         for (int32_t r = 0; r < rows; r++) {
             int32_t upto = s->len - (rows - 1 - r);
+#ifdef BREAK_THREAD_RACE
+            /* "scratch" shared by every sequence, without a lock */
+            (void)upto;
+            b->current = s;
+            usleep(2000);
+            logits_of(b, b->current->tokens, b->current->len - (rows - 1 - r), it->logits + (size_t)r * VOCAB);
+#else
             logits_of(b, s->tokens, upto, it->logits + (size_t)r * VOCAB);
+#endif
             if (perturb)
                 it->logits[(size_t)r * VOCAB + 11] += 0.5f;
 #ifdef BREAK_CACHE_DRIFT
@@ -462,6 +490,251 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
     return ILAB_OK;
 }
 
+#ifdef MOCK_BACKEND_SAMPLING
+/* ---- backend-owned sampling: HF order (repetition penalty, temperature,
+ * top-k, top-p, min-p), splitmix64 seeded per request ------------------- */
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int by_desc(const void *a, const void *b)
+{
+    const double *x = a, *y = b; /* pairs {value, id} */
+    return x[0] < y[0] ? 1 : x[0] > y[0] ? -1 : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static int32_t sample(const float *logits, const int32_t *hist, int32_t n_hist, const ilab_sampling_t *sp,
+                      uint64_t *rng, float *logprob)
+{
+    static double pairs[VOCAB][2];
+    double l[VOCAB];
+    for (int32_t v = 0; v < VOCAB; v++) {
+        l[v] = logits[v];
+        if (sp->repetition_penalty != 1.0f)
+            for (int32_t i = 0; i < n_hist; i++)
+                if (hist[i] == v) {
+                    l[v] = l[v] > 0 ? l[v] / sp->repetition_penalty : l[v] * sp->repetition_penalty;
+                    break;
+                }
+    }
+    int32_t best = 0;
+    for (int32_t v = 1; v < VOCAB; v++)
+        if (l[v] > l[best])
+            best = v;
+    double T = sp->temperature;
+#ifdef BREAK_WRONG_TEMPERATURE
+    T = T * T;
+#endif
+#ifdef BREAK_GREEDY_SEEDED
+    if (T <= 0 && (sp->seed & 1))
+        T = 1.0;
+#endif
+    if (T <= 0) {
+        *logprob = 0;
+        return best;
+    }
+    for (int32_t v = 0; v < VOCAB; v++) {
+        pairs[v][0] = l[v] / T;
+        pairs[v][1] = v;
+    }
+    qsort(pairs, VOCAB, sizeof pairs[0], by_desc);
+    int32_t k = VOCAB;
+#ifndef BREAK_TOPK_IGNORED
+    if (sp->top_k > 0 && sp->top_k < VOCAB)
+        k = sp->top_k;
+#endif
+    double sum = 0;
+    for (int32_t i = 0; i < k; i++)
+        sum += exp(pairs[i][0] - pairs[0][0]);
+    double cum = 0;
+    int32_t kept = k;
+    for (int32_t i = 0; i < k; i++) {
+        cum += exp(pairs[i][0] - pairs[0][0]) / sum;
+        if (sp->top_p < 1.0f && cum >= sp->top_p) {
+            kept = i + 1;
+            break;
+        }
+    }
+    double pmax = 1.0 / sum;
+    int32_t n = 0;
+    double total = 0;
+    for (int32_t i = 0; i < kept; i++) {
+        double p = exp(pairs[i][0] - pairs[0][0]) / sum;
+        if (sp->min_p > 0 && p < sp->min_p * pmax)
+            break;
+        total += p;
+        n = i + 1;
+    }
+    if (n == 0)
+        n = 1, total = pmax;
+    double u = (double)(mix(rng) >> 11) * 0x1.0p-53 * total, acc = 0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += exp(pairs[i][0] - pairs[0][0]) / sum;
+        if (u < acc || i == n - 1) {
+            *logprob = (float)(pairs[i][0] - pairs[0][0] - log(sum));
+            return (int32_t)pairs[i][1];
+        }
+    }
+    return best;
+}
+
+static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn,
+                                 void *user)
+{
+    if (!r || !r->prompt_tokens || r->n_prompt_tokens == 0 || r->max_tokens <= 0)
+        return fail(b, ILAB_INVALID_ARGUMENT, "generate: NULL request, empty prompt or max_tokens <= 0");
+    if (r->n_prompt_tokens + (size_t)r->max_tokens > MAX_CONTEXT + 256)
+        return fail(b, ILAB_INVALID_ARGUMENT, "generate: request too long");
+    for (size_t i = 0; i < r->n_prompt_tokens; i++)
+        if (r->prompt_tokens[i] < 0 || r->prompt_tokens[i] >= VOCAB)
+            return fail(b, ILAB_INVALID_ARGUMENT, "generate: prompt token out of range");
+    int32_t hist[MAX_CONTEXT + 512];
+    int32_t n = (int32_t)r->n_prompt_tokens;
+    memcpy(hist, r->prompt_tokens, (size_t)n * sizeof *hist);
+    char text[1024];
+    size_t all = 0, sent = 0, maxstop = 0;
+    for (size_t i = 0; i < r->n_stop; i++)
+        if (strlen(r->stop[i]) > maxstop)
+            maxstop = strlen(r->stop[i]);
+    uint64_t rng = r->sampling.seed;
+#ifdef BREAK_UNSEEDED
+    static uint64_t drift;
+    rng += ++drift;
+#endif
+    atomic_store(&b->cancel_id, 0);
+    ilab_event_t ev;
+    float logits[VOCAB];
+    ilab_finish_reason why = ILAB_FINISH_LENGTH;
+    uint32_t emitted = 0;
+    for (int32_t step = 0; step < r->max_tokens; step++) {
+        if (n >= MAX_CONTEXT) {
+            why = ILAB_FINISH_LENGTH;
+            break;
+        }
+#ifndef BREAK_CANCEL_IGNORED
+        if (atomic_load(&b->cancel_id) == r->request_id) {
+            why = ILAB_FINISH_CANCELLED;
+            break;
+        }
+#endif
+        logits_of(b, hist, n, logits);
+        float lp = 0;
+        int32_t t = sample(logits, hist, n, &r->sampling, &rng, &lp);
+        if (t == EOS && !r->ignore_eos) {
+            why = ILAB_FINISH_STOP;
+            break;
+        }
+        hist[n++] = t;
+        if (t < 256 && all < sizeof text)
+            text[all++] = (char)t;
+        size_t upto = all, stop_at = (size_t)-1;
+        for (size_t i = 0; i < r->n_stop; i++) {
+            const char *hit = memmem(text, all, r->stop[i], strlen(r->stop[i]));
+            if (hit && (size_t)(hit - text) < stop_at)
+                stop_at = (size_t)(hit - text);
+        }
+#ifndef BREAK_STOP_UNTRIMMED
+        if (stop_at != (size_t)-1)
+            upto = stop_at;
+        else
+#endif
+        if (maxstop > 1 && step + 1 < r->max_tokens)
+            upto = all > maxstop - 1 ? all - (maxstop - 1) : 0;
+        if (upto < sent)
+            upto = sent;
+        memset(&ev, 0, sizeof ev);
+        ev.struct_size = sizeof ev;
+        ev.type = ILAB_EVENT_TOKEN;
+        ev.request_id = r->request_id;
+        ev.token = t;
+        ev.text = text + sent;
+        ev.text_len = upto - sent;
+#ifdef BREAK_TEXT_MISMATCH
+        if (step == 0 && ev.text_len == 1)
+            ev.text = "#"; /* the first token's text is not its piece */
+#endif
+        sent = upto;
+        ev.logprob = lp;
+        ilab_logprob_t top[5];
+        if (r->top_logprobs > 0) {
+            float tmp[VOCAB];
+            memcpy(tmp, logits, sizeof tmp);
+            double mx = tmp[0], sum = 0;
+            for (int32_t v = 1; v < VOCAB; v++)
+                if (tmp[v] > mx)
+                    mx = tmp[v];
+            for (int32_t v = 0; v < VOCAB; v++)
+                sum += exp(tmp[v] - mx);
+            int32_t k = r->top_logprobs < 5 ? r->top_logprobs : 5;
+            for (int32_t i = 0; i < k; i++) {
+                int32_t best = 0;
+                for (int32_t v = 1; v < VOCAB; v++)
+                    if (tmp[v] > tmp[best])
+                        best = v;
+                top[i].token = best;
+                top[i].logprob = (float)(tmp[best] - mx - log(sum));
+                tmp[best] = -INFINITY;
+            }
+#ifdef BREAK_TOPK_UNSORTED
+            ilab_logprob_t swap = top[0];
+            top[0] = top[k - 1];
+            top[k - 1] = swap;
+#endif
+            ev.top_logprobs = top;
+            ev.n_top_logprobs = (uint32_t)k;
+        }
+        emitted++;
+        int stop_asked = fn ? fn(user, &ev) : 0;
+        if (stop_at != (size_t)-1) {
+            why = ILAB_FINISH_STOP;
+            break;
+        }
+#ifndef BREAK_CANCEL_IGNORED
+        if (stop_asked) {
+            why = ILAB_FINISH_CANCELLED;
+            break;
+        }
+#else
+        (void)stop_asked;
+#endif
+    }
+    memset(&ev, 0, sizeof ev);
+    ev.struct_size = sizeof ev;
+    ev.type = ILAB_EVENT_FINISH;
+    ev.request_id = r->request_id;
+#ifdef BREAK_FINISH_REASON
+    if (why == ILAB_FINISH_LENGTH)
+        why = ILAB_FINISH_STOP;
+#endif
+    ev.finish_reason = why;
+    ev.prompt_tokens = (uint32_t)r->n_prompt_tokens;
+    ev.completion_tokens = emitted;
+#ifdef BREAK_USAGE
+    ev.completion_tokens = emitted + 1;
+#endif
+    if (fn)
+        fn(user, &ev);
+#ifdef BREAK_EMIT_AFTER_FINISH
+    ev.type = ILAB_EVENT_TOKEN;
+    ev.text = "!";
+    ev.text_len = 1;
+    if (fn)
+        fn(user, &ev);
+#endif
+    return ILAB_OK;
+}
+
+static ilab_status mock_cancel(ilab_backend_t *b, uint64_t id)
+{
+    atomic_store(&b->cancel_id, id);
+    return ILAB_OK;
+}
+#else
 static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn,
                                  void *user)
 {
@@ -474,6 +747,7 @@ static ilab_status mock_cancel(ilab_backend_t *b, uint64_t id)
     (void)id;
     return fail(b, ILAB_UNSUPPORTED, "cancel: capability cancel not declared");
 }
+#endif
 
 #ifdef BREAK_UNDEFINED_SYMBOL
 extern int ilab_mock_symbol_nobody_defines(void);
