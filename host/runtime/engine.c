@@ -102,6 +102,7 @@ struct ilab_engine {
     ilab_batch_item_t *items;
     const ilab_batch_item_t **item_ptrs;
     request **item_req;
+    request **snapshot; /* the scheduler's copy of `running` for one step */
 };
 
 static uint64_t now_ns(void)
@@ -529,12 +530,9 @@ static void host_step(ilab_engine *e)
      * the pointers stay valid until retire(). */
     pthread_mutex_lock(&e->mu);
     int n = e->n_running;
-    request **run = malloc((size_t)(n > 0 ? n : 1) * sizeof *run);
-    if (run)
-        memcpy(run, e->running, (size_t)n * sizeof *run);
+    request **run = e->snapshot;
+    memcpy(run, e->running, (size_t)n * sizeof *run);
     pthread_mutex_unlock(&e->mu);
-    if (!run)
-        return;
 
     int live = 0;
     for (int i = 0; i < n; i++) {
@@ -585,7 +583,6 @@ static void host_step(ilab_engine *e)
         e->item_req[n_items++] = r;
         budget -= (int)chunk;
     }
-    free(run);
     if (n_items == 0)
         return;
 
@@ -905,7 +902,8 @@ ilab_status ilab_engine_create(const ilab_plugin *plugin, ilab_backend_t *backen
     e->items = calloc((size_t)c.max_running, sizeof *e->items);
     e->item_ptrs = calloc((size_t)c.max_running, sizeof *e->item_ptrs);
     e->item_req = calloc((size_t)c.max_running, sizeof *e->item_req);
-    if (!e->running || !e->items || !e->item_ptrs || !e->item_req) {
+    e->snapshot = calloc((size_t)c.max_running, sizeof *e->snapshot);
+    if (!e->running || !e->items || !e->item_ptrs || !e->item_req || !e->snapshot) {
         snprintf(err, err_cap, "out of memory creating an engine");
         ilab_engine_destroy(e);
         return ILAB_OUT_OF_MEMORY;
@@ -922,6 +920,7 @@ ilab_status ilab_engine_create(const ilab_plugin *plugin, ilab_backend_t *backen
         free(e->items);
         free(e->item_ptrs);
         free(e->item_req);
+        free(e->snapshot);
         free(e);
         return ILAB_INTERNAL;
     }
@@ -954,6 +953,7 @@ void ilab_engine_destroy(ilab_engine *e)
     free(e->items);
     free(e->item_ptrs);
     free(e->item_req);
+    free(e->snapshot);
     free(e);
 }
 

@@ -243,6 +243,43 @@ void ilab_sampler_process(ilab_sampler *s, float *logits)
         logits[s->cand[i].id] = s->cand[i].logit;
 }
 
+/* sum_i exp(x[i] - max), every x[i] <= max: the normaliser of the raw
+ * logprobs, computed for every token of every request, so it is the one
+ * loop here written for speed. Eight lanes at a time with GCC/Clang vector
+ * extensions (lowered to whatever SIMD the target has): exp(d) = 2^k * e^u
+ * with k = round(d / ln 2) and |u| <= ln(2) / 2, e^u by its Taylor series to
+ * u^6 (error < 2e-7 relative, like expf), 2^k built in the exponent bits.
+ * Sums are kept in double. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+
+static double sum_exp_shifted(const float *x, int32_t n, float max)
+{
+    const v8f zero = {0};
+    v8d acc = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f d;
+        memcpy(&d, x + i, sizeof d);
+        d = d - max;
+        v8f t = d * 1.44269504088896341f;                   /* d / ln 2 */
+        v8i low = t < -126.0f;                              /* 2^-126 is as small as we go */
+        t = (v8f)(((v8i)t & ~low) | ((v8i)(zero - 126.0f) & low));
+        v8i k = __builtin_convertvector(t - 0.5f, v8i);     /* t <= 0: round to nearest */
+        v8f u = (t - __builtin_convertvector(k, v8f)) * 0.693147180559945309f;
+        v8f p = 1.0f + u * (1.0f + u * (0.5f + u * (1.0f / 6 + u * (1.0f / 24 + u * (1.0f / 120 + u * (1.0f / 720))))));
+        v8f e = p * (v8f)((k + 127) << 23);                 /* times 2^k */
+        acc += __builtin_convertvector(e, v8d);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++)
+        sum += acc[j];
+    for (; i < n; i++)
+        sum += (double)expf(x[i] - max);
+    return sum;
+}
+
 /* The n most likely tokens of `x`, sorted descending, as logprobs. */
 static void top_logprobs(const float *x, int32_t n, double lse, ilab_logprob_t *top, int k)
 {
@@ -272,10 +309,7 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
      * chosen token's logprob (the processors overwrite `logits`). */
     int32_t raw_best = argmax(logits, n);
     float max_raw = logits[raw_best];
-    double sum = 0.0; /* float exps (fast), double sum (exact enough for 32k terms) */
-    for (int32_t i = 0; i < n; i++)
-        sum += (double)expf(logits[i] - max_raw);
-    double lse = (double)max_raw + log(sum);
+    double lse = (double)max_raw + log(sum_exp_shifted(logits, n, max_raw));
     if (n_top > 0 && top)
         top_logprobs(logits, n, lse, top, n_top > n ? n : n_top);
     memcpy(s->raw, logits, (size_t)n * sizeof *logits);

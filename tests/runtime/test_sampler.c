@@ -246,6 +246,36 @@ static void logprobs_are_raw_log_softmax_sorted(void **state)
     ilab_sampler_free(s);
 }
 
+/* The raw normaliser over a large vocabulary (vector path plus tail),
+ * against a double-precision reference; -inf logits contribute nothing. */
+static void logprobs_match_a_double_reference_over_a_large_vocabulary(void **state)
+{
+    (void)state;
+    enum { N = 32003 };
+    static float logits[N], copy[N];
+    ilab_rng r;
+    ilab_rng_seed(&r, 3);
+    for (int i = 0; i < N; i++)
+        logits[i] = (float)(ilab_rng_uniform(&r) * 40.0 - 25.0);
+    logits[17] = -INFINITY;
+    logits[N - 1] = 15.5f; /* the max sits in the scalar tail */
+    double max = 15.5, sum = 0;
+    for (int i = 0; i < N; i++)
+        sum += exp((double)logits[i] - max);
+    double lse = max + log(sum);
+    ilab_sampler *s = make(params(0.0f, 0, 1.0f, 0.0f, 1.0f, 0), N);
+    memcpy(copy, logits, sizeof copy);
+    float lp;
+    ilab_logprob_t top[3];
+    int32_t tok = ilab_sampler_sample(s, copy, &lp, top, 3);
+    assert_int_equal(tok, N - 1);
+    assert_float_equal(lp, 15.5 - lse, 2e-6);
+    assert_int_equal(top[0].token, N - 1);
+    for (int i = 0; i < 3; i++)
+        assert_float_equal(top[i].logprob, (double)logits[top[i].token] - lse, 2e-6);
+    ilab_sampler_free(s);
+}
+
 static void bad_parameters_are_refused_by_name(void **state)
 {
     (void)state;
@@ -298,6 +328,7 @@ int main(void)
         cmocka_unit_test(smp4_top_k_and_top_p_renormalise_the_kept_tokens),
         cmocka_unit_test(smp5_processor_order_is_hf),
         cmocka_unit_test(logprobs_are_raw_log_softmax_sorted),
+        cmocka_unit_test(logprobs_match_a_double_reference_over_a_large_vocabulary),
         cmocka_unit_test(bad_parameters_are_refused_by_name),
         cmocka_unit_test(rng_is_uniform_enough_and_seeded),
     };
