@@ -350,6 +350,8 @@ static ilab_status build_request(ilab_engine *e, const ilab_request *req, char *
         }
         r->n_stop_ids = req->n_stop_token_ids;
     }
+    if (st == ILAB_OK && e->backend_sampling)
+        st = ilab_sampling_validate(&r->sampling, err, err_cap); /* same refusals either way */
     if (st == ILAB_OK && !e->backend_sampling) {
         st = ilab_sampler_create(&r->sampling, e->info.vocab_size, err, err_cap, &r->sampler);
         if (st == ILAB_OK) {
@@ -700,10 +702,19 @@ static void reap_workers(ilab_engine *e, request **done, int *n_done)
 
 /* ---- the scheduler thread ----------------------------------------------- */
 
+static bool any_worker_done(const ilab_engine *e)
+{
+    for (int i = 0; i < e->n_running; i++)
+        if (atomic_load(&e->running[i]->worker_done))
+            return true;
+    return false;
+}
+
+/* Is there anything for the scheduler to do? Under mu. */
 static bool work_pending(const ilab_engine *e)
 {
-    if (e->stopping)
-        return true;
+    if (e->stopping) /* with workers still out, sleep until one finishes */
+        return !e->backend_sampling || e->n_running == 0 || e->n_waiting > 0 || any_worker_done(e);
     if (e->n_waiting > 0 && e->n_running < e->cfg.max_running)
         return true;
     for (const request *r = e->wait_head; r; r = r->next)
@@ -711,10 +722,7 @@ static bool work_pending(const ilab_engine *e)
             return true;
     if (!e->backend_sampling)
         return e->n_running > 0;
-    for (int i = 0; i < e->n_running; i++)
-        if (atomic_load(&e->running[i]->worker_done))
-            return true;
-    return false;
+    return any_worker_done(e);
 }
 
 static void *scheduler_main(void *arg)

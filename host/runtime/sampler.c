@@ -27,12 +27,11 @@ struct ilab_sampler {
     int32_t n_cand;
 };
 
-ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_size,
-                                char *err, size_t err_cap, ilab_sampler **out)
+ilab_status ilab_sampling_validate(const ilab_sampling_t *params, char *err, size_t err_cap)
 {
     const char *bad = NULL;
-    if (!params || !out || vocab_size <= 0)
-        bad = "sampler needs parameters and a vocabulary size > 0";
+    if (!params)
+        bad = "no sampling parameters";
     else if (!(params->temperature >= 0.0f) || !isfinite(params->temperature))
         bad = "temperature must be a finite number >= 0";
     else if (params->top_k < 0)
@@ -48,6 +47,20 @@ ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_siz
             snprintf(err, err_cap, "invalid sampling parameter: %s", bad);
         return ILAB_INVALID_ARGUMENT;
     }
+    return ILAB_OK;
+}
+
+ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_size,
+                                char *err, size_t err_cap, ilab_sampler **out)
+{
+    if (!out || vocab_size <= 0) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "sampler needs an out pointer and a vocabulary size > 0");
+        return ILAB_INVALID_ARGUMENT;
+    }
+    ilab_status st = ilab_sampling_validate(params, err, err_cap);
+    if (st != ILAB_OK)
+        return st;
     ilab_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return ILAB_OUT_OF_MEMORY;

@@ -22,6 +22,10 @@
 
 typedef struct ilab_sampler ilab_sampler;
 
+/* Check `params` alone (the same rules as create); for backends that
+ * sample themselves, so a bad request is refused the same way. */
+ilab_status ilab_sampling_validate(const ilab_sampling_t *params, char *err, size_t err_cap);
+
 /* Validate `params` (temperature >= 0, top_k >= 0, 0 < top_p <= 1,
  * 0 <= min_p <= 1, repetition_penalty > 0) and allocate workspace for
  * `vocab_size` logits. On ILAB_INVALID_ARGUMENT `err` names the parameter. */

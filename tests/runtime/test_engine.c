@@ -731,6 +731,37 @@ static void backend_sampling_cancel_goes_to_the_backend(void **state)
     close_backend(&o);
 }
 
+static void backend_sampling_destroy_and_refusals(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(GENERATE_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 2, 8);
+    char err[512] = "";
+    ilab_request bad = make_request(prompt_a, 4, -2.0f, 0, 5);
+    assert_int_equal(ilab_engine_submit(e, &bad, on_event, NULL, err, sizeof err, NULL), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "temperature"));
+    /* one blocked in its callback (released by a thread after destroy has
+     * started cancelling), more queued: destroy must end them all */
+    collect c[4];
+    for (int i = 0; i < 4; i++) {
+        collect_init(&c[i]);
+        ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 200);
+        if (i == 0)
+            c[i].block_at = 2;
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
+    }
+    wait_blocked(&c[0]);
+    release(&c[0]);
+    ilab_engine_destroy(e);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c[i].terminal, 1);
+        assert_int_equal(c[i].events_after_terminal, 0);
+        collect_destroy(&c[i]);
+    }
+    close_backend(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +779,7 @@ int main(void)
         cmocka_unit_test(torchlike_greedy_equals_its_argmax_loop),
         cmocka_unit_test(backend_sampling_runs_through_generate),
         cmocka_unit_test(backend_sampling_cancel_goes_to_the_backend),
+        cmocka_unit_test(backend_sampling_destroy_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
