@@ -259,8 +259,11 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("OpenBLAS core: %s; online CPUs: %ld; decode steps: %d\n", openblas_get_corename(),
-           sysconf(_SC_NPROCESSORS_ONLN), steps);
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    printf("OpenBLAS core: %s; online CPUs: %ld; load average %.1f (other work skews the "
+           "numbers); decode steps: %d\n", openblas_get_corename(), sysconf(_SC_NPROCESSORS_ONLN),
+           load[0], steps);
     /* The machine may be shared: bandwidth is measured again right before
      * each decode run, with the same thread count, so each ratio compares
      * numbers taken under the same conditions. */

@@ -209,28 +209,69 @@ static int utf8_len(unsigned char c)
 
 /* One working symbol of the merge loop: a run of text bytes with its id. */
 typedef struct symbol {
-    int start, len; /* into the prefixed text */
+    int start, len; /* into the prefixed text; len only grows */
     int id;
     int prev, next; /* linked list over live symbols; -1 at the ends */
 } symbol;
 
-/* Score and id of merging symbol i with its successor; id -1 when the merged
- * bytes are not a piece. */
-static void pair_of(const tl_tokenizer *t, const char *s, const symbol *sym, int i,
-                    int *id, float *score)
+/* A candidate merge of two adjacent symbols, as it was when pushed. */
+typedef struct candidate {
+    float score;
+    int left, right;
+    int left_len, right_len; /* stale when either symbol has grown since */
+    int id;
+} candidate;
+
+/* Max-heap order: higher score first, then the leftmost pair, as in
+ * SentencePiece's BPE (and llama2.c's linear scan). */
+static int before(const candidate *a, const candidate *b)
 {
-    int j = sym[i].next;
-    *id = -1;
-    if (j < 0)
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(candidate *h, int *n, candidate c)
+{
+    int i = (*n)++;
+    while (i > 0 && before(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static candidate heap_pop(candidate *h, int *n)
+{
+    candidate top = h[0], last = h[--(*n)];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && before(&h[c + 1], &h[c]))
+            c++;
+        if (!before(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+/* Push the merge of symbol i with its successor, when that is a piece. */
+static void push_pair(const tl_tokenizer *t, const char *s, const symbol *sym, int i,
+                      candidate *heap, int *n_heap)
+{
+    if (i < 0 || sym[i].next < 0)
         return;
+    int j = sym[i].next;
     int len = sym[i].len + sym[j].len;
     if (len > t->max_token_length)
         return;
-    int m = lookup(t, s + sym[i].start, len);
-    if (m >= 0) {
-        *id = m;
-        *score = t->scores[m];
-    }
+    int id = lookup(t, s + sym[i].start, len);
+    if (id >= 0)
+        heap_push(heap, n_heap, (candidate){t->scores[id], i, j, sym[i].len, sym[j].len, id});
 }
 
 ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t len,
@@ -242,14 +283,16 @@ ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t 
     if (add_bos)
         EMIT(t->bos_id);
     if (len > 0) {
+        if (len > (size_t)1 << 30)
+            return ILAB_OUT_OF_MEMORY;
         /* The dummy prefix: SentencePiece sees "▁" + text, stored here as " ". */
         size_t n_bytes = len + 1;
         char *s = malloc(n_bytes);
         symbol *sym = malloc(n_bytes * sizeof *sym);
-        int *pair_id = malloc(n_bytes * sizeof *pair_id);
-        float *pair_score = malloc(n_bytes * sizeof *pair_score);
-        if (!s || !sym || !pair_id || !pair_score) {
-            free(s); free(sym); free(pair_id); free(pair_score);
+        /* Each merge pushes at most two candidates, on top of the initial ones. */
+        candidate *heap = malloc(3 * n_bytes * sizeof *heap);
+        if (!s || !sym || !heap) {
+            free(s); free(sym); free(heap);
             return ILAB_OUT_OF_MEMORY;
         }
         s[0] = ' ';
@@ -278,32 +321,24 @@ ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t 
             i += (size_t)cl;
         }
         sym[n_sym - 1].next = -1;
+        int n_heap = 0;
         for (int i = 0; i < n_sym; i++)
-            pair_of(t, s, sym, i, &pair_id[i], &pair_score[i]);
+            push_pair(t, s, sym, i, heap, &n_heap);
 
-        /* Merge the best-scoring adjacent pair until none is in the vocabulary;
-         * the leftmost pair wins a tie, as in SentencePiece. */
-        for (;;) {
-            int best = -1;
-            float best_score = 0;
-            for (int i = 0; i >= 0; i = sym[i].next) {
-                if (pair_id[i] >= 0 && (best < 0 || pair_score[i] > best_score)) {
-                    best = i;
-                    best_score = pair_score[i];
-                }
-            }
-            if (best < 0)
-                break;
-            int j = sym[best].next;
-            sym[best].len += sym[j].len;
-            sym[best].id = pair_id[best];
-            sym[best].next = sym[j].next;
-            if (sym[j].next >= 0)
-                sym[sym[j].next].prev = best;
-            pair_of(t, s, sym, best, &pair_id[best], &pair_score[best]);
-            if (sym[best].prev >= 0)
-                pair_of(t, s, sym, sym[best].prev, &pair_id[sym[best].prev],
-                        &pair_score[sym[best].prev]);
+        /* Merge the best-scoring adjacent pair until none is in the vocabulary. */
+        while (n_heap > 0) {
+            candidate c = heap_pop(heap, &n_heap);
+            symbol *l = &sym[c.left], *r = &sym[c.right];
+            if (l->len != c.left_len || l->next != c.right || r->len != c.right_len)
+                continue; /* one side changed since this was pushed */
+            l->len += r->len;
+            l->id = c.id;
+            l->next = r->next;
+            if (r->next >= 0)
+                sym[r->next].prev = c.left;
+            r->len = -1; /* dead */
+            push_pair(t, s, sym, l->prev, heap, &n_heap);
+            push_pair(t, s, sym, c.left, heap, &n_heap);
         }
         for (int i = 0; i >= 0; i = sym[i].next) {
             if (sym[i].id >= 0) {
@@ -315,7 +350,7 @@ ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t 
                 EMIT(b >= 0 ? b : t->unk_id);
             }
         }
-        free(s); free(sym); free(pair_id); free(pair_score);
+        free(s); free(sym); free(heap);
     }
     if (add_eos)
         EMIT(t->eos_id);

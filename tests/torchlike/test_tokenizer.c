@@ -186,6 +186,37 @@ static void test_pieces_are_whole_code_points(void **state)
     }
 }
 
+/* A megabyte of mixed text encodes (in bounded time: the merge loop is a
+ * heap, not a rescan per merge) and decodes back to itself. */
+static void test_long_text_round_trips(void **state)
+{
+    const tl_tokenizer *t = *state;
+    static const char *const parts[] = {"The quick brown fox ", "jumps over ", "日本語 ",
+                                        "  spaces\t", "naïve café\r\n", "😀 ", "1234 ", "\n\n"};
+    size_t len = 1 << 20, at = 0;
+    char *text = malloc(len + 64);
+    assert_non_null(text);
+    for (unsigned i = 0; at < len; i = i * 1103515245u + 12345u) {
+        const char *p = parts[(i >> 16) % 8];
+        size_t k = strlen(p);
+        memcpy(text + at, p, k);
+        at += k;
+    }
+    int32_t *ids = malloc((at + 3) * sizeof *ids);
+    char *back = malloc(at + 64);
+    assert_non_null(ids);
+    assert_non_null(back);
+    size_t n = 0, back_len = 0;
+    assert_int_equal(tl_tokenizer_encode(t, text, at, 0, 0, ids, at + 3, &n), ILAB_OK);
+    assert_true(n > 0 && n < at);
+    decode(t, ids, n, back, &back_len);
+    assert_int_equal(back_len, at);
+    assert_memory_equal(back, text, at);
+    free(text);
+    free(ids);
+    free(back);
+}
+
 static void expect_load_error(const void *bytes, size_t size, int vocab, const char *needle)
 {
     tl_tokenizer t;
@@ -234,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_special_tokens_and_empty),
         cmocka_unit_test(test_invalid_utf8_round_trips),
         cmocka_unit_test(test_pieces_are_whole_code_points),
+        cmocka_unit_test(test_long_text_round_trips),
         cmocka_unit_test(test_corrupt_files),
     };
     return cmocka_run_group_tests(tests, load_llama, free_llama);
