@@ -152,7 +152,8 @@ static void run_worker(conf_run *run, conf_plugin_report *p, const char **dead_s
 {
     int fds[2];
     if (pipe(fds) != 0) {
-        set_outcome(&p->out[w->next], CONF_ERROR, 0, "harness: pipe() failed");
+        if (w->next < run->n_tests)
+            set_outcome(&p->out[w->next], CONF_ERROR, 0, "harness: pipe() failed");
         w->next++;
         return;
     }
@@ -161,7 +162,8 @@ static void run_worker(conf_run *run, conf_plugin_report *p, const char **dead_s
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
-        set_outcome(&p->out[w->next], CONF_ERROR, 0, "harness: fork() failed");
+        if (w->next < run->n_tests)
+            set_outcome(&p->out[w->next], CONF_ERROR, 0, "harness: fork() failed");
         w->next++;
         return;
     }
@@ -269,11 +271,15 @@ static void run_isolated(conf_run *run, conf_plugin_report *p)
     worker_state w;
     memset(&w, 0, sizeof w);
     double suite_deadline = conf_now_seconds() + run->opt.suite_seconds;
+    bool started = false;
     while (true) {
         while (w.next < run->n_tests && run->tests[w.next]->need == CONF_NEED_DEFERRED)
             w.next++;
-        if (w.next >= run->n_tests)
+        /* with only deferred tests selected, one worker still runs: it
+         * learns the model digest DIF-1 pairs plugins by */
+        if (w.next >= run->n_tests && started)
             break;
+        started = true;
         if (conf_now_seconds() >= suite_deadline) {
             char m[256];
             snprintf(m, sizeof m, "not run: the suite deadline of %d s passed", run->opt.suite_seconds);

@@ -42,6 +42,9 @@ void conf_worker_run(const char *path, const conf_options *opt, const conf_test 
     env.report_ctx = (void *)sink;
 
     char msg[CONF_MSG_CAP];
+    bool deferred = false;
+    for (size_t i = 0; i < n_tests; i++)
+        deferred |= tests[i]->need == CONF_NEED_DEFERRED;
     for (size_t i = start; i < n_tests; i++) {
         const conf_test *t = tests[i];
         if (t->need == CONF_NEED_DEFERRED)
@@ -56,6 +59,9 @@ void conf_worker_run(const char *path, const conf_options *opt, const conf_test 
         msg[sizeof msg - 1] = '\0';
         sink->end(sink->ctx, i, r, ms, msg);
     }
+    /* DIF-1 pairs plugins by model digest, which needs one instance. */
+    if (deferred)
+        conf_env_prepare(&env, CONF_NEED_INSTANCE, msg, sizeof msg);
     if (release_at_end)
         conf_env_release(&env);
 }
