@@ -425,6 +425,10 @@ int ilab_cmd_run(int argc, char **argv)
         if (!ctx.failed || !json)
             fprintf(stderr, "%sinferlab run: %s: %s\n", ctx.metrics.completion_tokens ? "\n" : "",
                     ilab_status_name(st), err);
+        /* Refused before it started (no ERROR event) for a bad parameter:
+         * that is a usage error. */
+        if (!ctx.failed && st == ILAB_INVALID_ARGUMENT)
+            rc = 2;
         goto out;
     }
     if (!json) {

@@ -105,6 +105,10 @@ static void exit_codes(void **state)
                               err, sizeof err), 1);
     assert_non_null(strstr(err, "injected failure"));
     assert_int_equal(inferlab(NULL, "run --bogus", err, sizeof err), 2);
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --top-p 0", err, sizeof err), 2);
+    assert_non_null(strstr(err, "top_p"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --logprobs 50", err, sizeof err), 2);
+    assert_non_null(strstr(err, "topk_max"));
 }
 
 static void unavailable_backend_exits_3_with_the_reason(void **state)

@@ -15,6 +15,7 @@
 
 #include "loader/plugin_loader.h"
 #include "runtime/engine.h"
+#include "runtime/metrics.h"
 
 /* ---- opening a backend ------------------------------------------------- */
 
@@ -762,6 +763,49 @@ static void backend_sampling_destroy_and_refusals(void **state)
     close_backend(&o);
 }
 
+static void expect_metric(const char *text, const char *line)
+{
+    if (!strstr(text, line))
+        fail_msg("/metrics lacks '%s' in:\n%s", line, text);
+}
+
+static void metrics_follow_the_requests(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 2, 4); /* capacity 2 x 512 positions */
+    ilab_metrics_reset();
+    ilab_metrics_add_kv_capacity(2 * 512); /* reset() forgot this live engine's share */
+    collect c;
+    collect_init(&c);
+    c.block_at = 1;
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 8);
+    char err[512];
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+    wait_blocked(&c);
+    char *live = ilab_metrics_render();
+    expect_metric(live, "inferlab:num_requests_running 1\n");
+    expect_metric(live, "inferlab:num_requests_waiting 0\n");
+    expect_metric(live, "inferlab:kv_cache_usage_ratio 0.00390625\n"); /* 4 of 1024 */
+    free(live);
+    release(&c);
+    wait_terminal(&c);
+    ilab_engine_destroy(e);
+    char *done = ilab_metrics_render();
+    expect_metric(done, "inferlab:num_requests_running 0\n");
+    expect_metric(done, "inferlab:kv_cache_usage_ratio 0\n");
+    expect_metric(done, "inferlab:prompt_tokens_total 4\n");
+    expect_metric(done, "inferlab:generation_tokens_total 8\n");
+    expect_metric(done, "inferlab:time_to_first_token_seconds_count 1\n");
+    expect_metric(done, "inferlab:inter_token_latency_seconds_count 7\n");
+    expect_metric(done, "inferlab:e2e_request_latency_seconds_count 1\n");
+    expect_metric(done, "inferlab:request_success_total{finished_reason=\"length\"} 1\n");
+    free(done);
+    collect_destroy(&c);
+    close_backend(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -780,6 +824,7 @@ int main(void)
         cmocka_unit_test(backend_sampling_runs_through_generate),
         cmocka_unit_test(backend_sampling_cancel_goes_to_the_backend),
         cmocka_unit_test(backend_sampling_destroy_and_refusals),
+        cmocka_unit_test(metrics_follow_the_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
