@@ -538,6 +538,9 @@ static int32_t sample(const float *logits, const int32_t *hist, int32_t n_hist, 
         *logprob = 0;
         return best;
     }
+#ifdef BREAK_ORDER
+    T = 1.0; /* temperature "applied" after the filters: they see the wrong distribution */
+#endif
     for (int32_t v = 0; v < VOCAB; v++) {
         pairs[v][0] = l[v] / T;
         pairs[v][1] = v;
@@ -785,6 +788,10 @@ static const ilab_backend_api_t api = {
     .cancel = mock_cancel,
 };
 
+#ifdef BREAK_NO_ENTRY
+/* misspelt: the version script hides it, so no bootstrap symbol is exported */
+#define ilab_plugin_entry ilab_plugin_entri
+#endif
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = MOCK_ABI_MAJOR,

@@ -245,9 +245,9 @@ conf_result conf_smp5_order(conf_env *env, char *msg, size_t cap)
     p.max_tokens = 1;
     ilab_sampling_t *s = &p.sampling;
     s->repetition_penalty = 1.3f;
-    s->temperature = 0.7f;
-    s->top_k = 8;
-    s->top_p = 0.8f;
+    s->temperature = 0.5f;
+    s->top_k = 20;
+    s->top_p = 0.6f;
     s->min_p = 0.05f;
     s->seed = env->opt->seed;
     float *l = calloc((size_t)v, sizeof *l);
