@@ -318,19 +318,25 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
 {
     int32_t n = s->vocab_size;
 
-    /* Raw distribution first: logsumexp, top list, and a copy for the
-     * chosen token's logprob (the processors overwrite `logits`). */
+    /* The raw distribution first: its normaliser and top list. */
     int32_t raw_best = argmax(logits, n);
     float max_raw = logits[raw_best];
     double lse = (double)max_raw + log(sum_exp_shifted(logits, n, max_raw));
     if (n_top > 0 && top)
         top_logprobs(logits, n, lse, top, n_top > n ? n : n_top);
-    memcpy(s->raw, logits, (size_t)n * sizeof *logits);
+    /* Only the repetition penalty writes into `logits`; keep the raw values
+     * aside only when it will. */
+    bool penalised = s->params.repetition_penalty != 1.0f && s->n_history > 0;
+    const float *raw = logits;
+    if (penalised) {
+        memcpy(s->raw, logits, (size_t)n * sizeof *logits);
+        raw = s->raw;
+    }
 
     int32_t token;
     apply_repetition_penalty(s, logits);
     if (s->params.temperature == 0.0f) {
-        token = s->n_history && s->params.repetition_penalty != 1.0f ? argmax(logits, n) : raw_best;
+        token = penalised ? argmax(logits, n) : raw_best;
     } else {
         select_candidates(s, logits);
         float best = -INFINITY;
@@ -352,6 +358,6 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
         }
     }
     if (logprob)
-        *logprob = (float)((double)s->raw[token] - lse);
+        *logprob = (float)((double)raw[token] - lse);
     return token;
 }
