@@ -39,57 +39,33 @@ typedef float v8f_unaligned __attribute__((vector_size(32), aligned(4), may_alia
 #define TL_CLONES
 #endif
 
-/* out[r] = w[r] . x for r in [r0, r1). Four rows at a time so each load of x
- * feeds four rows, and two vectors per row per step so that eight
- * independent loads of weights are in flight; the weights stream through
- * once, which is all a single token's product can hope for. */
+/* out[r] = w[r] . x for r in [r0, r1). One row at a time, so the weights
+ * are a single sequential stream the hardware prefetcher follows (measured:
+ * interleaving four rows was about 25% slower), with four independent
+ * accumulators; x stays in L1. */
 TL_CLONES
 static void matvec_rows(const float *w, const float *x, float *out, int d, int r0, int r1)
 {
-    int d16 = d & ~15;
-    int r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const float *w0 = w + (size_t)r * d, *w1 = w0 + d, *w2 = w1 + d, *w3 = w2 + d;
-        v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
-        for (int i = 0; i < d16; i += 16) {
-            v8f xa = LOAD8(x + i), xb = LOAD8(x + i + 8);
-            a0 += LOAD8(w0 + i) * xa;
-            b0 += LOAD8(w0 + i + 8) * xb;
-            a1 += LOAD8(w1 + i) * xa;
-            b1 += LOAD8(w1 + i + 8) * xb;
-            a2 += LOAD8(w2 + i) * xa;
-            b2 += LOAD8(w2 + i + 8) * xb;
-            a3 += LOAD8(w3 + i) * xa;
-            b3 += LOAD8(w3 + i + 8) * xb;
-        }
-        a0 += b0;
-        a1 += b1;
-        a2 += b2;
-        a3 += b3;
-        float s0 = HSUM8(a0), s1 = HSUM8(a1), s2 = HSUM8(a2), s3 = HSUM8(a3);
-        for (int i = d16; i < d; i++) {
-            s0 += w0[i] * x[i];
-            s1 += w1[i] * x[i];
-            s2 += w2[i] * x[i];
-            s3 += w3[i] * x[i];
-        }
-        out[r] = s0;
-        out[r + 1] = s1;
-        out[r + 2] = s2;
-        out[r + 3] = s3;
-    }
-    for (; r < r1; r++) {
+    int d32 = d & ~31, d8 = d & ~7;
+    for (int r = r0; r < r1; r++) {
         const float *wr = w + (size_t)r * d;
-        v8f a = {0}, b = {0};
-        for (int i = 0; i < d16; i += 16) {
-            a += LOAD8(wr + i) * LOAD8(x + i);
-            b += LOAD8(wr + i + 8) * LOAD8(x + i + 8);
+        v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        int i = 0;
+        for (; i < d32; i += 32) {
+            a0 += LOAD8(wr + i) * LOAD8(x + i);
+            a1 += LOAD8(wr + i + 8) * LOAD8(x + i + 8);
+            a2 += LOAD8(wr + i + 16) * LOAD8(x + i + 16);
+            a3 += LOAD8(wr + i + 24) * LOAD8(x + i + 24);
         }
-        a += b;
-        float s = HSUM8(a);
-        for (int i = d16; i < d; i++)
-            s += wr[i] * x[i];
-        out[r] = s;
+        for (; i < d8; i += 8)
+            a0 += LOAD8(wr + i) * LOAD8(x + i);
+        a0 += a1;
+        a2 += a3;
+        a0 += a2;
+        float sum = HSUM8(a0);
+        for (; i < d; i++)
+            sum += wr[i] * x[i];
+        out[r] = sum;
     }
 }
 
@@ -184,7 +160,7 @@ void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_produ
     for (int p = 0; p < n_products; p++)
         total += (int)tl_tensor_rows_of(ws[p]);
     matvec_job job = {outs, ws, n_products, x};
-    /* Chunks of 64 rows: whole 4-row groups, and few enough hand-offs. */
+    /* Chunks of 64 rows: long sequential runs, and few enough hand-offs. */
     tl_parallel_for(pool, total, 64, matvec_task, &job);
 }
 
