@@ -263,64 +263,99 @@ static void greedy_through_the_host_equals_an_argmax_loop(void **state)
     close_backend(&o);
 }
 
-static void four_concurrent_requests_share_one_eval_per_step(void **state)
-{
-    (void)state;
-    opened o;
-    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
-    ilab_engine *e = start(&o, 8, 8);
-    enum { N = 12, R = 4 };
-    int32_t prompts[R][5];
-    for (int i = 0; i < R; i++)
-        for (int k = 0; k < 5; k++)
-            prompts[i][k] = 3 + 'a' + i * 5 + k;
-    char err[512] = "";
+enum { CONC_R = 4, CONC_N = 12, CONC_MAX_PROMPT = 32 };
 
-    /* Alone, one after another. */
-    int32_t alone[R][N];
-    for (int i = 0; i < R; i++) {
+/* Each of 4 prompts alone, then all 4 at once: the same tokens (own seed,
+ * own RNG), and N eval() calls for the 4 x N tokens. `blocker` is a prompt
+ * for a request that holds the scheduler inside its first TOKEN callback
+ * while the four are queued (so they are admitted in one step), then
+ * cancels itself. */
+static void concurrent_equals_alone(opened *o, int32_t prompts[CONC_R][CONC_MAX_PROMPT],
+                                    const size_t *n_prompt, const int32_t *blocker_prompt,
+                                    float temperature)
+{
+    ilab_engine *e = start(o, 8, 8);
+    char err[512] = "";
+    int32_t alone[CONC_R][CONC_N];
+    for (int i = 0; i < CONC_R; i++) {
         collect c;
         collect_init(&c);
-        ilab_request r = make_request(prompts[i], 5, 0.9f, 1000 + (uint64_t)i, N);
+        ilab_request r = make_request(prompts[i], n_prompt[i], temperature, 1000 + (uint64_t)i, CONC_N);
         uint64_t before = ilab_engine_eval_calls(e);
         assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
-        assert_int_equal(c.n, N);
-        assert_int_equal(ilab_engine_eval_calls(e) - before, N); /* 1 prefill + N-1 decodes */
+        assert_int_equal(c.n, CONC_N);
+        assert_int_equal(ilab_engine_eval_calls(e) - before, CONC_N); /* 1 prefill + N-1 decodes */
         memcpy(alone[i], c.tokens, sizeof alone[i]);
         collect_destroy(&c);
     }
 
-    /* Together: a blocker holds the scheduler inside its first TOKEN
-     * callback while the four are queued, so they are admitted in the same
-     * step; it then cancels itself. */
-    collect blocker, c[R];
+    collect blocker, c[CONC_R];
     collect_init(&blocker);
     blocker.block_at = 1;
     blocker.cancel_at = 1;
-    int32_t bp[] = {3 + 'z'};
-    ilab_request br = make_request(bp, 1, 0.0f, 0, 100);
+    ilab_request br = make_request(blocker_prompt, 1, 0.0f, 0, 100);
     assert_int_equal(ilab_engine_submit(e, &br, on_event, &blocker, err, sizeof err, NULL), ILAB_OK);
     wait_blocked(&blocker);
-    for (int i = 0; i < R; i++) {
+    for (int i = 0; i < CONC_R; i++) {
         collect_init(&c[i]);
-        ilab_request r = make_request(prompts[i], 5, 0.9f, 1000 + (uint64_t)i, N);
+        ilab_request r = make_request(prompts[i], n_prompt[i], temperature, 1000 + (uint64_t)i, CONC_N);
         assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[i], err, sizeof err, NULL), ILAB_OK);
     }
     uint64_t before = ilab_engine_eval_calls(e);
     release(&blocker);
     wait_terminal(&blocker);
     assert_int_equal(blocker.reason, ILAB_FINISH_CANCELLED);
-    for (int i = 0; i < R; i++) {
+    for (int i = 0; i < CONC_R; i++) {
         wait_terminal(&c[i]);
         assert_int_equal(c[i].reason, ILAB_FINISH_LENGTH);
-        assert_int_equal(c[i].n, N);
+        assert_int_equal(c[i].n, CONC_N);
         assert_memory_equal(c[i].tokens, alone[i], sizeof alone[i]);
         collect_destroy(&c[i]);
     }
     /* 4 x N tokens in N eval() calls: every step carried all four. */
-    assert_int_equal(ilab_engine_eval_calls(e) - before, N);
+    assert_int_equal(ilab_engine_eval_calls(e) - before, CONC_N);
     collect_destroy(&blocker);
     ilab_engine_destroy(e);
+}
+
+static void four_concurrent_requests_share_one_eval_per_step(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    int32_t prompts[CONC_R][CONC_MAX_PROMPT];
+    size_t n[CONC_R];
+    for (int i = 0; i < CONC_R; i++) {
+        n[i] = 5;
+        for (int k = 0; k < 5; k++)
+            prompts[i][k] = 3 + 'a' + i * 5 + k;
+    }
+    int32_t bp[] = {3 + 'z'};
+    concurrent_equals_alone(&o, prompts, n, bp, 0.9f);
+    close_backend(&o);
+}
+
+/* The same on torchlike, on the trained austen-tiny model when the shared
+ * test data is there (random weights make every request look alike), else
+ * on its embedded default. */
+static void four_concurrent_on_torchlike(void **state)
+{
+    (void)state;
+    if (access(TORCHLIKE_PLUGIN, R_OK) != 0) {
+        print_message("torchlike not built at %s; skipped\n", TORCHLIKE_PLUGIN);
+        skip();
+    }
+    opened o;
+    ilab_config_entry_t cfg[] = {{"model", AUSTEN_MODEL}};
+    open_backend(TORCHLIKE_PLUGIN, cfg, access(AUSTEN_MODEL, R_OK) == 0 ? 1 : 0, &o);
+    const char *texts[CONC_R] = {"It is a truth", "Emma Woodhouse, handsome,", "The family of Dashwood",
+                                 "Sir Walter Elliot"};
+    int32_t prompts[CONC_R][CONC_MAX_PROMPT];
+    size_t n[CONC_R];
+    for (int i = 0; i < CONC_R; i++)
+        assert_int_equal(o.api->tokenize(o.backend, texts[i], strlen(texts[i]), ILAB_TOKENIZE_ADD_BOS,
+                                         prompts[i], CONC_MAX_PROMPT, &n[i]), ILAB_OK);
+    concurrent_equals_alone(&o, prompts, n, prompts[0], 0.8f);
     close_backend(&o);
 }
 
@@ -811,6 +846,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(greedy_through_the_host_equals_an_argmax_loop),
         cmocka_unit_test(four_concurrent_requests_share_one_eval_per_step),
+        cmocka_unit_test(four_concurrent_on_torchlike),
         cmocka_unit_test(cancel_from_another_thread_ends_within_one_step),
         cmocka_unit_test(past_max_waiting_submit_is_refused_overloaded),
         cmocka_unit_test(max_waiting_zero_still_fills_free_running_slots),
