@@ -359,6 +359,62 @@ static void four_concurrent_on_torchlike(void **state)
     close_backend(&o);
 }
 
+/* Prompts longer than prefill_chunk go in over several steps, under the
+ * step budget, interleaved with another sequence's decodes; the tokens
+ * still equal the argmax loop that fed each prompt in one call. */
+static void chunked_prefill_under_a_token_budget(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    enum { P = 10, N = 6 };
+    int32_t p1[P], p2[P], ref1[N], ref2[N];
+    for (int i = 0; i < P; i++) {
+        p1[i] = 3 + 'a' + i;
+        p2[i] = 3 + 'A' + i;
+    }
+    argmax_loop(&o, p1, P, N, ref1);
+    argmax_loop(&o, p2, P, N, ref2);
+    ilab_engine_config cfg;
+    ilab_engine_config_default(&cfg);
+    cfg.max_running = 2;
+    cfg.prefill_chunk = 3;
+    cfg.step_token_budget = 4;
+    ilab_engine *e = NULL;
+    char err[512];
+    assert_int_equal(ilab_engine_create(o.plugin, o.backend, &cfg, err, sizeof err, &e), ILAB_OK);
+    collect a, b;
+    collect_init(&a);
+    collect_init(&b);
+    ilab_request r = make_request(p1, P, 0.0f, 0, N);
+    uint64_t before = ilab_engine_eval_calls(e);
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &a, err, sizeof err, NULL), ILAB_OK);
+    /* 10 prompt tokens in chunks of 3: 4 steps, the last gives token 1 */
+    assert_int_equal(ilab_engine_eval_calls(e) - before, 4 + N - 1);
+    assert_memory_equal(a.tokens, ref1, sizeof ref1);
+    collect_destroy(&a);
+    collect_init(&a);
+    ilab_request r2 = make_request(p2, P, 0.0f, 0, N);
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &a, err, sizeof err, NULL), ILAB_OK);
+    assert_int_equal(ilab_engine_submit(e, &r2, on_event, &b, err, sizeof err, NULL), ILAB_OK);
+    wait_terminal(&a);
+    wait_terminal(&b);
+    assert_int_equal(a.n, N);
+    assert_int_equal(b.n, N);
+    assert_memory_equal(a.tokens, ref1, sizeof ref1);
+    assert_memory_equal(b.tokens, ref2, sizeof ref2);
+    collect_destroy(&a);
+    collect_destroy(&b);
+    ilab_engine_destroy(e);
+
+    /* a budget smaller than the running batch could starve a decode */
+    cfg.max_running = 4;
+    cfg.step_token_budget = 3;
+    assert_int_equal(ilab_engine_create(o.plugin, o.backend, &cfg, err, sizeof err, &e), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "step_token_budget"));
+    close_backend(&o);
+}
+
 typedef struct cancel_arg {
     ilab_engine *e;
     uint64_t id;
@@ -847,6 +903,7 @@ int main(void)
         cmocka_unit_test(greedy_through_the_host_equals_an_argmax_loop),
         cmocka_unit_test(four_concurrent_requests_share_one_eval_per_step),
         cmocka_unit_test(four_concurrent_on_torchlike),
+        cmocka_unit_test(chunked_prefill_under_a_token_budget),
         cmocka_unit_test(cancel_from_another_thread_ends_within_one_step),
         cmocka_unit_test(past_max_waiting_submit_is_refused_overloaded),
         cmocka_unit_test(max_waiting_zero_still_fills_free_running_slots),
