@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "config/settings.h"
@@ -372,6 +373,8 @@ int ilab_cmd_run(int argc, char **argv)
     if (prompt) {
         prompt_len = strlen(prompt);
     } else {
+        if (!prompt_file && isatty(STDIN_FILENO))
+            fprintf(stderr, "inferlab run: reading the prompt from stdin (end it with Ctrl-D; or use --prompt TEXT)\n");
         FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
         if (!f) {
             fprintf(stderr, "inferlab run: --prompt-file '%s': %s\n", prompt_file, strerror(errno));
