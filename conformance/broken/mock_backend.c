@@ -336,6 +336,10 @@ static ilab_status mock_seq_create(ilab_backend_t *b, ilab_seq_t *out)
 static ilab_status mock_seq_free(ilab_backend_t *b, ilab_seq_t seq)
 {
     seq_slot *s = slot_of(b, seq);
+#ifdef BREAK_STATUS_OUT_OF_ENUM
+    if (!s)
+        return fail(b, (ilab_status)42, "seq_free: no such sequence");
+#endif
     if (!s)
         return fail(b, ILAB_INVALID_ARGUMENT, "seq_free: stale or unknown sequence handle");
     s->used = 0;
