@@ -137,9 +137,9 @@ static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_
         return ILAB_OUT_OF_MEMORY;
     }
 #ifdef BREAK_CREATE_LEAK
-    b->leak = malloc(4u << 20); /* destroy() never frees it */
+    b->leak = malloc(1u << 20); /* destroy() never frees it */
     if (b->leak)
-        memset(b->leak, 1, 4u << 20);
+        memset(b->leak, 1, 1u << 20);
 #endif
     *out = b;
     return ILAB_OK;
