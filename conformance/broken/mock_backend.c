@@ -442,6 +442,11 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
         if (s->len > 0 && it->n_tokens == 1)
             *(volatile int *)0 = 1;
 #endif
+#ifdef BREAK_DECODE_HANG
+        if (s->len > 0 && it->n_tokens == 1)
+            for (;;)
+                pause();
+#endif
         int32_t first = 0;
 #ifdef BREAK_CHUNK
         if (s->len > 0 && it->n_tokens > 1)

@@ -130,8 +130,6 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
         req.sampling.struct_size = sizeof req.sampling;
         req.sampling.top_p = 1;
         req.sampling.repetition_penalty = 1;
-        conf_gen_params p; /* events, if any, are a failure: collect nothing */
-        (void)p;
         UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "generate()");
     }
     if (!m->cancel && m->sampling == ILAB_SAMPLING_BACKEND) {
