@@ -61,7 +61,7 @@ struct request {
     size_t n_fed;          /* prompt tokens appended so far */
     int32_t pending_token; /* sampled, not yet appended; -1 none */
     int32_t n_positions;   /* positions held in the backend */
-    int32_t prev_token;    /* for token_piece */
+    int32_t prev_token;    /* for token_piece: the last prompt token, then the last output token */
     float *logits;
     ilab_logprob_t *top;
     char *piece;
@@ -314,6 +314,11 @@ static ilab_status build_request(ilab_engine *e, const ilab_request *req, char *
                      i, r->prompt[i], e->info.vocab_size);
             st = ILAB_INVALID_ARGUMENT;
         }
+    /* The output continues the prompt: its first piece follows the last
+     * prompt token (so a leading space is kept, not taken for the
+     * tokenizer's dummy prefix at the start of a text). */
+    if (st == ILAB_OK)
+        r->prev_token = r->prompt[r->n_prompt - 1];
     if (st == ILAB_OK && r->n_prompt > (size_t)e->max_context) {
         snprintf(err, err_cap, "prompt is %zu tokens, longer than the context of %d", r->n_prompt,
                  e->max_context);

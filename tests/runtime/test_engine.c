@@ -742,8 +742,9 @@ static void torchlike_greedy_equals_its_argmax_loop(void **state)
         skip();
     }
     opened o;
-    open_backend(TORCHLIKE_PLUGIN, NULL, 0, &o);
-    const char *text = "It is a truth universally acknowledged";
+    ilab_config_entry_t cfg[] = {{"model", AUSTEN_MODEL}};
+    open_backend(TORCHLIKE_PLUGIN, cfg, access(AUSTEN_MODEL, R_OK) == 0 ? 1 : 0, &o);
+    const char *text = "It was"; /* greedy goes on " a ...": a leading space */
     int32_t prompt[64];
     size_t n = 0;
     assert_int_equal(o.api->tokenize(o.backend, text, strlen(text), ILAB_TOKENIZE_ADD_BOS, prompt, 64, &n), ILAB_OK);
@@ -758,10 +759,21 @@ static void torchlike_greedy_equals_its_argmax_loop(void **state)
         ilab_request r = make_request(prompt, n, 0.0f, 77 + (uint64_t)k, N);
         assert_int_equal(ilab_engine_submit(e, &r, on_event, &c[k], err, sizeof err, NULL), ILAB_OK);
     }
+    /* The stream continues the prompt: prompt text + streamed text ==
+     * detokenize(prompt + output) (a leading space is not dropped). */
+    int32_t all[64 + N];
+    memcpy(all, prompt, n * sizeof *all);
+    memcpy(all + n, ref, sizeof ref);
+    char whole[4096];
+    size_t whole_len;
+    assert_int_equal(o.api->detokenize(o.backend, all, n + N, whole, sizeof whole, &whole_len), ILAB_OK);
     for (int k = 0; k < 2; k++) {
         wait_terminal(&c[k]);
         assert_int_equal(c[k].n, N);
         assert_memory_equal(c[k].tokens, ref, sizeof ref); /* batched with a twin, still the same */
+        assert_int_equal(strlen(text) + c[k].text_len, whole_len);
+        assert_memory_equal(whole, text, strlen(text));
+        assert_memory_equal(whole + strlen(text), c[k].text, c[k].text_len);
         collect_destroy(&c[k]);
     }
     ilab_engine_destroy(e);
