@@ -34,7 +34,7 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef float v8f_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define TL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TL_CLONES
 #endif
@@ -71,46 +71,69 @@ static void matvec_rows(const float *w, const float *x, float *out, int d, int r
 
 /* out[t][r] = w[r] . x[t] for rows [r0, r1) and all T tokens of a skinny
  * batch: each weight row is read from memory once and reused from L1 for
- * every token, so a few decoding sequences cost little more than one. */
+ * every token. Two rows by four tokens at a time keep eight accumulators in
+ * registers, so six loads feed eight multiply-adds (the batch is bound by
+ * arithmetic, not by memory, from a few tokens on). */
 TL_CLONES
 static void matmul_skinny_rows(const float *w, const float *x, float *out, int T, int d, int n,
                                int r0, int r1)
 {
     int d8 = d & ~7;
-    for (int r = r0; r < r1; r++) {
-        const float *wr = w + (size_t)r * d;
-        int t = 0;
-        for (; t + 4 <= T; t += 4) {
-            const float *x0 = x + (size_t)t * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-            v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int r = r0;
+    for (; r + 2 <= r1; r += 2) {
+        const float *wa = w + (size_t)r * d, *wb = wa + d;
+        /* Tokens four at a time; a last group of fewer repeats its first
+         * token in the spare lanes and drops those results. */
+        for (int t = 0; t < T; t += 4) {
+            int valid = T - t < 4 ? T - t : 4;
+            const float *xs[4];
+            for (int k = 0; k < 4; k++)
+                xs[k] = x + (size_t)(t + (k < valid ? k : 0)) * d;
+            const float *x0 = xs[0], *x1 = xs[1], *x2 = xs[2], *x3 = xs[3];
+            /* While the first tokens use these rows, fetch the next pair:
+             * the rows are read once from memory, so their latency is
+             * what a skinny batch waits on. */
+            const float *next = r + 4 <= r1 && t == 0 ? wa + 2 * (size_t)d : NULL;
+            v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
             for (int i = 0; i < d8; i += 8) {
-                v8f wv = LOAD8(wr + i);
-                a0 += wv * LOAD8(x0 + i);
-                a1 += wv * LOAD8(x1 + i);
-                a2 += wv * LOAD8(x2 + i);
-                a3 += wv * LOAD8(x3 + i);
+                if (next && i % 16 == 0) {
+                    __builtin_prefetch(next + i);
+                    __builtin_prefetch(next + d + i);
+                }
+                v8f va = LOAD8(wa + i), vb = LOAD8(wb + i);
+                v8f y0 = LOAD8(x0 + i), y1 = LOAD8(x1 + i), y2 = LOAD8(x2 + i), y3 = LOAD8(x3 + i);
+                a0 += va * y0;
+                a1 += va * y1;
+                a2 += va * y2;
+                a3 += va * y3;
+                b0 += vb * y0;
+                b1 += vb * y1;
+                b2 += vb * y2;
+                b3 += vb * y3;
             }
-            float s0 = HSUM8(a0), s1 = HSUM8(a1), s2 = HSUM8(a2), s3 = HSUM8(a3);
-            for (int i = d8; i < d; i++) {
-                s0 += wr[i] * x0[i];
-                s1 += wr[i] * x1[i];
-                s2 += wr[i] * x2[i];
-                s3 += wr[i] * x3[i];
+            float sa[4] = {HSUM8(a0), HSUM8(a1), HSUM8(a2), HSUM8(a3)};
+            float sb[4] = {HSUM8(b0), HSUM8(b1), HSUM8(b2), HSUM8(b3)};
+            for (int k = 0; k < valid; k++) {
+                for (int i = d8; i < d; i++) {
+                    sa[k] += wa[i] * xs[k][i];
+                    sb[k] += wb[i] * xs[k][i];
+                }
+                out[(size_t)(t + k) * n + r] = sa[k];
+                out[(size_t)(t + k) * n + r + 1] = sb[k];
             }
-            out[(size_t)t * n + r] = s0;
-            out[(size_t)(t + 1) * n + r] = s1;
-            out[(size_t)(t + 2) * n + r] = s2;
-            out[(size_t)(t + 3) * n + r] = s3;
         }
-        for (; t < T; t++) {
+    }
+    for (; r < r1; r++) {
+        const float *wr = w + (size_t)r * d;
+        for (int t = 0; t < T; t++) {
             const float *xt = x + (size_t)t * d;
             v8f a = {0};
             for (int i = 0; i < d8; i += 8)
                 a += LOAD8(wr + i) * LOAD8(xt + i);
-            float s = HSUM8(a);
+            float sum = HSUM8(a);
             for (int i = d8; i < d; i++)
-                s += wr[i] * xt[i];
-            out[(size_t)t * n + r] = s;
+                sum += wr[i] * xt[i];
+            out[(size_t)t * n + r] = sum;
         }
     }
 }
