@@ -161,6 +161,67 @@ static void final_push_releases_held_stop_prefix(void **state)
     ilab_text_stream_free(&ts);
 }
 
+/* Property check over many random streams: the concatenated deltas equal
+ * the whole text cut at the earliest stop string (or all of it), and no
+ * delta but a final flush ends inside a UTF-8 code point. */
+static void random_streams_match_a_reference(void **state)
+{
+    (void)state;
+    static const char *alphabet[] = {"a", "b", " ", "\n", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+                                     "ab", "ba"};
+    uint64_t seed = 12345;
+    for (int round = 0; round < 2000; round++) {
+        char text[512];
+        size_t text_len = 0;
+        /* random text; split into random byte pieces */
+        int n_sym = 1 + (int)((seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 59);
+        for (int i = 0; i < n_sym * 3; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *s = alphabet[(seed >> 33) % (sizeof alphabet / sizeof alphabet[0])];
+            memcpy(text + text_len, s, strlen(s));
+            text_len += strlen(s);
+        }
+        const char *stops[2] = {"ba ", "\xC3\xA9\n"};
+        size_t n_stop = (size_t)(round % 3); /* 0, 1 or 2 stop strings */
+        ilab_text_stream ts;
+        assert_true(ilab_text_stream_init(&ts, stops, n_stop));
+        char out[1024];
+        size_t out_len = 0, pos = 0;
+        bool stopped = false;
+        while (pos < text_len && !stopped) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            size_t len = 1 + (seed >> 61);
+            if (len > text_len - pos)
+                len = text_len - pos;
+            const char *d;
+            size_t dl;
+            stopped = ilab_text_stream_push(&ts, text + pos, len, false, &d, &dl);
+            memcpy(out + out_len, d, dl);
+            out_len += dl;
+            assert_int_equal(ilab_utf8_incomplete_tail(out, out_len), 0);
+            pos += len;
+        }
+        if (!stopped) {
+            const char *d;
+            size_t dl;
+            ilab_text_stream_flush(&ts, &d, &dl);
+            memcpy(out + out_len, d, dl);
+            out_len += dl;
+        }
+        /* reference: the earliest occurrence of any stop string */
+        size_t cut = text_len;
+        for (size_t k = 0; k < n_stop; k++) {
+            const char *m = memmem(text, text_len, stops[k], strlen(stops[k]));
+            if (m && (size_t)(m - text) < cut)
+                cut = (size_t)(m - text);
+        }
+        assert_int_equal(stopped, cut < text_len);
+        assert_int_equal(out_len, cut);
+        assert_memory_equal(out, text, cut);
+        ilab_text_stream_free(&ts);
+    }
+}
+
 static void metrics_render_names_every_series(void **state)
 {
     (void)state;
@@ -206,6 +267,7 @@ int main(void)
         cmocka_unit_test(utf8_code_points_are_never_split),
         cmocka_unit_test(invalid_utf8_passes_through_and_flush_releases_partial),
         cmocka_unit_test(final_push_releases_held_stop_prefix),
+        cmocka_unit_test(random_streams_match_a_reference),
         cmocka_unit_test(metrics_render_names_every_series),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
