@@ -65,6 +65,12 @@ conf_result conf_abi1_bootstrap(conf_env *env, char *msg, size_t cap)
                "bootstrap struct_size %u is not sane", (unsigned)e->struct_size);
     CONF_CHECK(e->abi_major >= 1 && e->abi_major < 1000 && e->abi_minor < 1000,
                "bootstrap ABI %u.%u is not sane", (unsigned)e->abi_major, (unsigned)e->abi_minor);
+    /* the report names the ABI even when the host loader refuses the plugin */
+    if (env->on_info) {
+        char abi[32];
+        snprintf(abi, sizeof abi, "%u.%u", (unsigned)e->abi_major, (unsigned)e->abi_minor);
+        env->on_info(env->report_ctx, "abi", abi);
+    }
     return CONF_PASS;
 }
 
