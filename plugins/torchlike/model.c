@@ -185,7 +185,7 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
             tl_matmul(&ws->hb, &ws->xb, &w1, pool);
             tl_matmul(&ws->hb2, &ws->xb, &w3, pool);
         }
-        tl_swiglu(&ws->hb, &ws->hb2);
+        tl_swiglu(&ws->hb, &ws->hb2, pool);
         tl_matmul(&ws->xb2, &ws->hb, &w2, pool);
         tl_add(&ws->x, &ws->xb2);
     }

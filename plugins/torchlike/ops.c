@@ -285,18 +285,30 @@ void tl_softmax(float *x, int n)
         x[i] /= sum;
 }
 
-void tl_swiglu(tl_tensor *h1, const tl_tensor *h3)
+typedef struct swiglu_job {
+    tl_tensor *h1;
+    const tl_tensor *h3;
+} swiglu_job;
+
+static void swiglu_task(void *ctxp, int begin, int end, int thread)
 {
-    size_t T = tl_tensor_rows_of(h1), d = tl_tensor_cols_of(h1);
-    for (size_t t = 0; t < T; t++) {
-        float *a = tl_tensor_row(h1, t);
-        const float *b = tl_tensor_row(h3, t);
-        for (size_t i = 0; i < d; i++) {
+    const swiglu_job *job = ctxp;
+    for (int t = begin; t < end; t++) {
+        float *a = tl_tensor_row(job->h1, (size_t)t);
+        const float *b = tl_tensor_row(job->h3, (size_t)t);
+        for (size_t i = 0; i < tl_tensor_cols_of(job->h1); i++) {
             float v = a[i];
             v *= 1.0f / (1.0f + expf(-v));
             a[i] = v * b[i];
         }
     }
+}
+
+void tl_swiglu(tl_tensor *h1, const tl_tensor *h3, tl_thread_pool *pool)
+{
+    /* expf over every hidden unit of every token: worth sharing out for batches */
+    swiglu_job job = {h1, h3};
+    tl_parallel_for(pool, (int)tl_tensor_rows_of(h1), 1, swiglu_task, &job);
 }
 
 void tl_add(tl_tensor *x, const tl_tensor *y)

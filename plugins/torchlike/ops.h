@@ -50,8 +50,8 @@ void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
 /* In-place softmax over n values. */
 void tl_softmax(float *x, int n);
 
-/* h1 = silu(h1) * h3, element-wise (SwiGLU). */
-void tl_swiglu(tl_tensor *h1, const tl_tensor *h3);
+/* h1 = silu(h1) * h3, element-wise (SwiGLU); tokens shared over the pool. */
+void tl_swiglu(tl_tensor *h1, const tl_tensor *h3, tl_thread_pool *pool);
 
 /* x += y, element-wise. */
 void tl_add(tl_tensor *x, const tl_tensor *y);
