@@ -75,6 +75,26 @@ static void run_reads_stdin_and_prints_a_stats_line(void **state)
     assert_non_null(strstr(err, "finish length | seed 9]"));
 }
 
+static void run_reads_a_prompt_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ilab_prompt_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "Hi\n", 3), 3);
+    close(fd);
+    char args[512], err[4096];
+    snprintf(args, sizeof args, "run --backend counting_backend --prompt-file %s --max-tokens 2 --json", path);
+    int rc = inferlab(NULL, args, err, sizeof err);
+    unlink(path);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "\"prompt_tokens\":3")); /* BOS H i: the newline dropped */
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt-file /nonexistent/p.txt", err, sizeof err), 1);
+    assert_non_null(strstr(err, "/nonexistent/p.txt"));
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt a --prompt-file b", err, sizeof err), 2);
+}
+
 static void run_through_a_sampling_backend(void **state)
 {
     (void)state;
@@ -148,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(run_json_streams_tokens_then_finish),
         cmocka_unit_test(run_reads_stdin_and_prints_a_stats_line),
+        cmocka_unit_test(run_reads_a_prompt_file),
         cmocka_unit_test(run_through_a_sampling_backend),
         cmocka_unit_test(exit_codes),
         cmocka_unit_test(unavailable_backend_exits_3_with_the_reason),
