@@ -564,14 +564,14 @@ static ilab_status check_items(ilab_backend_t *b, const ilab_batch_item_t *const
         if (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)
             return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has unknown flags 0x%x", i,
                         it->flags);
-        for (int32_t t = 0; t < it->n_tokens; t++)
-            if (!token_ok(b, it->tokens[t]))
-                return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu token %d is id %d, outside "
-                            "[0, %d)", i, (int)t, (int)it->tokens[t], b->tok.vocab_size);
         if ((long)seqs[i]->length + it->n_tokens > b->model.cfg.seq_len)
             return fail(b, ILAB_CONTEXT_OVERFLOW, "eval: item %zu: %d positions + %d new tokens "
                         "would pass max_context %d", i, seqs[i]->length, (int)it->n_tokens,
                         b->model.cfg.seq_len);
+        for (int32_t t = 0; t < it->n_tokens; t++)
+            if (!token_ok(b, it->tokens[t]))
+                return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu token %d is id %d, outside "
+                            "[0, %d)", i, (int)t, (int)it->tokens[t], b->tok.vocab_size);
         blocks += tl_kv_blocks_needed(&b->kv, seqs[i], it->n_tokens);
     }
     if (blocks > b->kv.n_free)
