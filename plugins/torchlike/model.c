@@ -171,7 +171,14 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         }
 
         attention_job job = {m, kv, items, ws, l};
-        tl_parallel_for(pool, T * c->n_heads, 1, attention_task, &job);
+        /* A short decode step's attention is cheaper than waking the pool. */
+        long work = 0;
+        for (int t = 0; t < T; t++)
+            work += (long)(ws->token_pos[t] + 1) * c->n_heads * m->head_size;
+        if (work < (1L << 18))
+            attention_task(&job, 0, T * c->n_heads, 0);
+        else
+            tl_parallel_for(pool, T * c->n_heads, 1, attention_task, &job);
 
         tl_matmul(&ws->xb2, &ws->xb, &wo, pool);
         tl_add(&ws->x, &ws->xb2);
