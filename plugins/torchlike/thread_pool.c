@@ -6,6 +6,9 @@
 #include <stdlib.h>
 
 #define SPIN_ITERATIONS 20000
+/* The caller gives its core away sooner: a worker still busy after this long
+ * has usually been descheduled, and may be waiting for this very core. */
+#define CALLER_SPIN_ITERATIONS 2000
 
 struct tl_thread_pool {
     int n_threads;
@@ -138,6 +141,6 @@ void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *c
     run_chunks(p, 0);
     /* Yield after a while: on a busy machine a worker may be descheduled. */
     for (int spins = 0; atomic_load(&p->pending) > 0; spins++)
-        if (spins > SPIN_ITERATIONS)
+        if (spins > CALLER_SPIN_ITERATIONS)
             sched_yield();
 }
