@@ -5,6 +5,7 @@
  * touches sequences or the cache; the tokenizer and weights are read-only
  * after create(), so tokenize/detokenize/token_piece take no lock. */
 #include <cblas.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -20,7 +21,7 @@
 #include "embedded.h"
 #include "kv_cache.h"
 #include "model.h"
-#include "sha256.h"
+#include "sha256.h" /* common/ */
 #include "thread_pool.h"
 #include "tokenizer.h"
 
@@ -155,6 +156,21 @@ static void name_from_path(const char *path, char *name, size_t cap)
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+/* A configured model or tokenizer file that cannot be read makes the backend
+ * unavailable here; probe() and create() give the same reason (PRB-2). */
+static ilab_status check_files_readable(const tl_settings *s, char *reason, size_t reason_cap)
+{
+    const char *files[2] = {s->model, s->tokenizer};
+    for (int i = 0; i < 2; i++) {
+        if (files[i][0] && access(files[i], R_OK) != 0) {
+            snprintf(reason, reason_cap, "torchlike: %s file %s is not readable: %s",
+                     i == 0 ? "model" : "tokenizer", files[i], strerror(errno));
+            return ILAB_UNAVAILABLE;
+        }
+    }
+    return ILAB_OK;
+}
+
 static ilab_status tl_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
                             size_t n_config, char *reason, size_t reason_cap)
 {
@@ -168,15 +184,7 @@ static ilab_status tl_probe(const ilab_host_t *host, const ilab_config_entry_t *
     ilab_status st = read_settings(config, n_config, &s, reason, reason_cap);
     if (st != ILAB_OK)
         return st;
-    const char *files[2] = {s.model, s.tokenizer};
-    for (int i = 0; i < 2; i++) {
-        if (files[i][0] && access(files[i], R_OK) != 0) {
-            snprintf(reason, reason_cap, "torchlike: %s file %s is not readable",
-                     i == 0 ? "model" : "tokenizer", files[i]);
-            return ILAB_UNAVAILABLE;
-        }
-    }
-    return ILAB_OK;
+    return check_files_readable(&s, reason, reason_cap);
 }
 
 static void tl_destroy(ilab_backend_t *b);
@@ -197,6 +205,8 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
     }
     tl_settings s;
     ilab_status st = read_settings(config, n_config, &s, error, error_cap);
+    if (st == ILAB_OK)
+        st = check_files_readable(&s, error, error_cap);
     if (st != ILAB_OK)
         return st;
 
@@ -325,7 +335,7 @@ static ilab_status tl_model_info(ilab_backend_t *b, ilab_model_info_t *info)
     pthread_mutex_lock(&b->lock);
     if (!b->digest[0]) {
         char hex[65];
-        tl_sha256_hex(b->model.ck.bytes, b->model.ck.size, hex);
+        ilab_sha256_hex(b->model.ck.bytes, b->model.ck.size, hex);
         snprintf(b->digest, sizeof b->digest, "sha256:%s", hex);
     }
     pthread_mutex_unlock(&b->lock);

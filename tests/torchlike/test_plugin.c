@@ -548,7 +548,8 @@ static void test_errors(void **state)
     f->api->seq_free(f->b, b);
 }
 
-/* Configuration is checked in create() with messages naming the key. */
+/* Configuration is checked in create() with messages naming the key; a
+ * model file that cannot be read is UNAVAILABLE, with the reason probe() gives. */
 static void test_config_errors(void **state)
 {
     fixture *f = get(state);
@@ -559,7 +560,7 @@ static void test_config_errors(void **state)
         {{"kv_blocks", "-5"}, "kv_blocks", ILAB_INVALID_ARGUMENT},
         {{"max_sequences", "0"}, "max_sequences", ILAB_INVALID_ARGUMENT},
         {{"colour", "blue"}, "colour", ILAB_INVALID_ARGUMENT},
-        {{"model", "/nonexistent/model.bin"}, "/nonexistent/model.bin", ILAB_IO},
+        {{"model", "/nonexistent/model.bin"}, "/nonexistent/model.bin", ILAB_UNAVAILABLE}, /* probe and create agree (PRB-2) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         err[0] = '\0';
