@@ -252,12 +252,18 @@ static enum MHD_Result respond_whole(generation *g)
                 break;
             continue;
         }
+        const char *t;
+        size_t n;
         if (ev->type != ILAB_EVENT_TOKEN) {
+            /* FINISH may carry the held-back tail of the text. */
+            if (ev->type == ILAB_EVENT_FINISH) {
+                delta_text(g, ev, &t, &n);
+                if (acc && n)
+                    fwrite(t, 1, n, acc);
+            }
             term = ev;
             break;
         }
-        const char *t;
-        size_t n;
         delta_text(g, ev, &t, &n);
         if (g->logprobs)
             ilab_logprobs_acc_add(&lps, g->kind, event_logprobs(g, ev));
@@ -349,8 +355,13 @@ static bool format_event(generation *g, ilab_pending_event *ev)
         }
         g->text_offset += n;
     } else if (ev->type == ILAB_EVENT_FINISH) {
-        ok = out_event(g, ilab_chunk_json(&g->head, false, NULL, NULL, ev->finish_reason,
-                                          g->include_usage));
+        /* The held-back tail (if any) rides on the finish chunk. */
+        const char *t;
+        size_t n;
+        delta_text(g, ev, &t, &n);
+        ok = out_event(g, ilab_chunk_json(&g->head, false, n ? ilab_json_text(t, n) : NULL,
+                                          NULL, ev->finish_reason, g->include_usage));
+        g->text_offset += n;
         if (ok && g->include_usage)
             ok = out_event(g, ilab_usage_chunk_json(&g->head, ev->prompt_tokens,
                                                     ev->completion_tokens));

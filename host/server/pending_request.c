@@ -75,7 +75,11 @@ static ilab_pending_event *copy_event(const ilab_event_t *ev)
     e->prompt_tokens = ev->prompt_tokens;
     e->completion_tokens = ev->completion_tokens;
     e->status = ev->status;
-    size_t tl = ev->type == ILAB_EVENT_TOKEN && ev->text ? ev->text_len : 0;
+    /* FINISH carries text too: what the engine held back (a possible stop
+     * string prefix, half a code point) when the stream ended on EOS or a
+     * stop token id. */
+    bool has_text = ev->type == ILAB_EVENT_TOKEN || ev->type == ILAB_EVENT_FINISH;
+    size_t tl = has_text && ev->text ? ev->text_len : 0;
     e->text = malloc(tl + 1);
     if (!e->text)
         goto fail;

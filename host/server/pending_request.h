@@ -18,7 +18,8 @@
 typedef struct ilab_pending_event {
     ilab_event_type type;
     int32_t token;
-    char *text;                 /* owned, NUL-terminated (may be "") */
+    char *text;                 /* owned, NUL-terminated (may be ""); TOKEN's piece, or
+                                   FINISH's held-back tail */
     size_t text_len;
     float logprob;
     ilab_logprob_t *top;        /* owned */

@@ -356,6 +356,55 @@ static void test_stream_framing(void **state)
     http_reply_free(&r);
 }
 
+/* Text the engine held back (it might have begun a stop string) when the
+ * stream ends on a stop token id travels in the FINISH event; it must reach
+ * the client, streamed or not. Greedy decoding makes the text known: end it
+ * with stop_token_ids = [the k-th byte] and a stop string that the (k-1)-th
+ * byte begins, so that byte is held back when the stop token arrives. */
+static void test_held_back_tail_reaches_client(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": \"Once\", \"max_tokens\": 16, \"ignore_eos\": true, "
+                          "\"temperature\": 0}", 200);
+    char greedy[32];
+    snprintf(greedy, sizeof greedy, "%s", json_string_value(json_object_get(
+                                              json_array_get(json_object_get(j, "choices"), 0),
+                                              "text")));
+    json_decref(j);
+    assert_int_equal(strlen(greedy), 16);
+    size_t k = 1; /* first byte not seen before it: the stop token ends exactly there */
+    while (k < 16 && memchr(greedy, greedy[k], k))
+        k++;
+    assert_true(k < 16);
+    char want[32];
+    snprintf(want, sizeof want, "%.*s", (int)k, greedy);
+    /* '#' never comes out of the bigram model: the stop string never matches. */
+    char body[256];
+    snprintf(body, sizeof body, "{\"prompt\": \"Once\", \"max_tokens\": 16, \"temperature\": 0, "
+             "\"stop_token_ids\": [%d], \"stop\": [\"%c#\"]}", (unsigned char)greedy[k],
+             greedy[k - 1]);
+    j = post_json(&fast, "/v1/completions", body, 200);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "stop");
+    assert_string_equal(json_string_value(json_object_get(c0, "text")), want);
+    json_decref(j);
+
+    snprintf(body, sizeof body, "{\"prompt\": \"Once\", \"max_tokens\": 16, \"temperature\": 0, "
+             "\"stop_token_ids\": [%d], \"stop\": [\"%c#\"], \"stream\": true}",
+             (unsigned char)greedy[k], greedy[k - 1]);
+    http_reply r;
+    assert_true(http_call(&fast, "/v1/completions", body, &r));
+    assert_int_equal(r.status, 200);
+    const char *finish;
+    json_int_t n_tokens;
+    char *text = stream_text(r.body, false, &finish, &n_tokens);
+    assert_string_equal(finish, "stop");
+    assert_string_equal(text, want);
+    free(text);
+    http_reply_free(&r);
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -693,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_completion_logprobs),
         cmocka_unit_test(test_chat),
         cmocka_unit_test(test_stream_framing),
+        cmocka_unit_test(test_held_back_tail_reaches_client),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_disconnect_cancels),
         cmocka_unit_test(test_concurrent_streams_match_solo),
