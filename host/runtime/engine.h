@@ -107,4 +107,34 @@ const ilab_model_info_t *ilab_engine_model_info(const ilab_engine *engine);
 /* Positions per sequence: the manifest's max_context, or model_info's when 0. */
 int32_t ilab_engine_max_context(const ilab_engine *engine);
 
+/* --- additions (cleanup): the backend's tokenizer from other threads --------
+ *
+ * A server answering /tokenize while the scheduler runs eval() would call the
+ * backend from two threads at once, which a plugin declaring thread_safety
+ * below "full" forbids. These calls take the same lock the scheduler takes
+ * around its backend calls (when the manifest asks for one), so they are safe
+ * from any thread while requests run. */
+
+/* Run `fn(ctx, api, backend)` holding the engine's backend lock (when the
+ * manifest's thread_safety needs one); returns what `fn` returns. `fn` must
+ * only call the backend and return; it must not call back into the engine.
+ * Any thread. */
+typedef ilab_status (*ilab_engine_backend_fn)(void *ctx, const ilab_backend_api_t *api,
+                                              ilab_backend_t *backend);
+ilab_status ilab_engine_with_backend(ilab_engine *engine, ilab_engine_backend_fn fn, void *ctx);
+
+/* The backend's tokenize(), serialised as above. `*tokens` is malloc'd (the
+ * caller frees it) with `*n_tokens` ids. On failure `err` holds the backend's
+ * message and `*tokens` is NULL. Any thread. */
+ilab_status ilab_engine_tokenize(ilab_engine *engine, const char *text, size_t len,
+                                 uint32_t flags, char *err, size_t err_cap,
+                                 int32_t **tokens, size_t *n_tokens);
+
+/* The backend's detokenize(), serialised as above. `*text` is malloc'd and
+ * NUL-terminated (the caller frees it), `*text_len` bytes before the NUL.
+ * On failure `err` holds the backend's message and `*text` is NULL. Any
+ * thread. */
+ilab_status ilab_engine_detokenize(ilab_engine *engine, const int32_t *tokens, size_t n_tokens,
+                                   char *err, size_t err_cap, char **text, size_t *text_len);
+
 #endif

@@ -243,25 +243,12 @@ static enum MHD_Result handle_tokenize(ilab_server *s, struct MHD_Connection *c,
                          ? ILAB_TOKENIZE_ADD_BOS : 0;
     const char *text = json_string_value(prompt);
     size_t text_len = json_string_length(prompt);
-    size_t cap = text_len + 8, n = 0;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    ilab_status st = ids ? ILAB_OK : ILAB_OUT_OF_MEMORY;
-    pthread_mutex_lock(&s->tokenizer_mu);
-    if (st == ILAB_OK)
-        st = s->be.api->tokenize(s->be.backend, text, text_len, flags, ids, cap, &n);
-    if (st == ILAB_BUFFER_TOO_SMALL) {
-        int32_t *grown = realloc(ids, (n ? n : 1) * sizeof *ids);
-        st = grown ? ILAB_OK : ILAB_OUT_OF_MEMORY;
-        if (grown) {
-            ids = grown;
-            cap = n;
-            st = s->be.api->tokenize(s->be.backend, text, text_len, flags, ids, cap, &n);
-        }
-    }
-    char msg[256] = "";
-    if (st != ILAB_OK)
-        s->be.api->last_error(s->be.backend, msg, sizeof msg);
-    pthread_mutex_unlock(&s->tokenizer_mu);
+    /* Through the engine: it serialises with the scheduler's backend calls. */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char msg[256];
+    ilab_status st = ilab_engine_tokenize(s->be.engine, text, text_len, flags, msg, sizeof msg,
+                                          &ids, &n);
     json_decref(root);
     if (st != ILAB_OK) {
         free(ids);
@@ -313,24 +300,11 @@ static enum MHD_Result handle_detokenize(ilab_server *s, struct MHD_Connection *
         ids[i] = (int32_t)json_integer_value(t);
     }
     json_decref(root);
-    size_t cap = n * 16 + 16, out_len = 0;
-    char *text = malloc(cap);
-    ilab_status st = text ? ILAB_OK : ILAB_OUT_OF_MEMORY;
-    pthread_mutex_lock(&s->tokenizer_mu);
-    if (st == ILAB_OK)
-        st = s->be.api->detokenize(s->be.backend, ids, n, text, cap, &out_len);
-    if (st == ILAB_BUFFER_TOO_SMALL) {
-        char *grown = realloc(text, out_len + 1);
-        st = grown ? ILAB_OK : ILAB_OUT_OF_MEMORY;
-        if (grown) {
-            text = grown;
-            st = s->be.api->detokenize(s->be.backend, ids, n, text, out_len + 1, &out_len);
-        }
-    }
-    char msg[256] = "";
-    if (st != ILAB_OK)
-        s->be.api->last_error(s->be.backend, msg, sizeof msg);
-    pthread_mutex_unlock(&s->tokenizer_mu);
+    char *text = NULL;
+    size_t out_len = 0;
+    char msg[256];
+    ilab_status st = ilab_engine_detokenize(s->be.engine, ids, n, msg, sizeof msg, &text,
+                                            &out_len);
     free(ids);
     if (st != ILAB_OK) {
         free(text);
@@ -479,6 +453,20 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vfprintf(stderr, fmt, ap);
 }
 
+typedef struct vocab_load {
+    ilab_server *s;
+    char msg[256]; /* the backend's message on failure */
+} vocab_load;
+
+static ilab_status load_vocab(void *ctx, const ilab_backend_api_t *api, ilab_backend_t *backend)
+{
+    vocab_load *v = ctx;
+    ilab_status st = ilab_token_text_load(&v->s->vocab, api, backend, &v->s->info);
+    if (st != ILAB_OK)
+        api->last_error(backend, v->msg, sizeof v->msg);
+    return st;
+}
+
 ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_backend *be,
                               char *err, size_t err_cap, ilab_server **out)
 {
@@ -494,7 +482,6 @@ ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_b
     s->cfg = *cfg;
     s->be = *be;
     s->started = time(NULL);
-    pthread_mutex_init(&s->tokenizer_mu, NULL);
     pthread_mutex_init(&s->stats_mu, NULL);
     pthread_cond_init(&s->stats_cond, NULL);
     atomic_init(&s->draining, false);
@@ -503,13 +490,13 @@ ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_b
              be->plugin ? ilab_plugin_entry_of(be->plugin)->name : "unavailable");
 
     if (be->engine) {
-        s->info.struct_size = sizeof s->info;
-        ilab_status st = be->api->model_info(be->backend, &s->info);
-        if (st == ILAB_OK)
-            st = ilab_token_text_load(&s->vocab, be->api, be->backend, &s->info);
+        s->info = *ilab_engine_model_info(be->engine);
+        /* The vocabulary's pieces are read under the engine's backend lock:
+         * the scheduler thread is already running. */
+        vocab_load v = {.s = s, .msg = ""};
+        ilab_status st = ilab_engine_with_backend(be->engine, load_vocab, &v);
         if (st != ILAB_OK) {
-            char msg[256] = "";
-            be->api->last_error(be->backend, msg, sizeof msg);
+            const char *msg = v.msg;
             snprintf(err, err_cap, "reading the model's vocabulary from backend '%s': %s: %s",
                      s->model_id, ilab_status_name(st), msg);
             ilab_server_destroy(s);
@@ -615,6 +602,5 @@ void ilab_server_destroy(ilab_server *s)
     ilab_token_text_free(&s->vocab);
     pthread_cond_destroy(&s->stats_cond);
     pthread_mutex_destroy(&s->stats_mu);
-    pthread_mutex_destroy(&s->tokenizer_mu);
     free(s);
 }

@@ -24,7 +24,7 @@ typedef struct ilab_server_config {
 typedef struct ilab_server_backend {
     ilab_engine *engine;               /* NULL when the backend is unavailable */
     const ilab_plugin *plugin;         /* NULL when it could not be opened at all */
-    ilab_backend_t *backend;           /* for tokenize/detokenize and model_info */
+    ilab_backend_t *backend;           /* the engine's; not called directly while it runs */
     const ilab_backend_api_t *api;
     const char *unavailable_reason;    /* non-NULL: /health and every model endpoint
                                           answer 503 with it */

@@ -26,7 +26,6 @@ struct ilab_server {
     char model_id[64];
     ilab_model_info_t info;      /* valid when be.engine != NULL */
     ilab_token_text vocab;       /* per-token text for logprobs */
-    pthread_mutex_t tokenizer_mu; /* serialises /tokenize and /detokenize */
 
     atomic_bool draining;        /* shutdown began: refuse new generations */
     atomic_bool cancel_all;      /* the grace period ran out: cancel in-flight */
