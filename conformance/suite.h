@@ -212,7 +212,7 @@ typedef struct conf_gen {
     ilab_event_type terminal;
     ilab_finish_reason finish_reason;
     ilab_status status;       /* returned by generate / the ERROR event */
-    char error[256];
+    char error[512];
     uint32_t prompt_tokens, completion_tokens;
 } conf_gen;
 
