@@ -909,6 +909,65 @@ static void metrics_follow_the_requests(void **state)
     close_backend(&o);
 }
 
+/* counting_backend declares thread_safety: none and fails any call that
+ * overlaps another (its eval() sleeps step_ms inside the call). Tokenizing
+ * through the engine while it decodes must therefore never overlap eval(). */
+static void tokenizer_calls_serialise_with_the_scheduler(void **state)
+{
+    (void)state;
+    opened o;
+    ilab_config_entry_t cfg[] = {{"step_ms", "2"}};
+    open_backend(COUNTING_PLUGIN, cfg, 1, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 40);
+    char err[512] = "";
+    assert_int_equal(ilab_engine_submit(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+    const char text[] = "H\xc3\xa9!";
+    const int32_t want[] = {1, 3 + 'H', 3 + 0xc3, 3 + 0xa9, 3 + '!'};
+    int calls = 0;
+    for (bool done = false; !done; calls++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ilab_status st = ilab_engine_tokenize(e, text, strlen(text), ILAB_TOKENIZE_ADD_BOS, err,
+                                              sizeof err, &ids, &n);
+        if (st != ILAB_OK)
+            fail_msg("tokenize while decoding: %s: %s", ilab_status_name(st), err);
+        assert_int_equal(n, 5);
+        assert_memory_equal(ids, want, sizeof want);
+        char *back = NULL;
+        size_t len = 0;
+        st = ilab_engine_detokenize(e, ids, n, err, sizeof err, &back, &len);
+        if (st != ILAB_OK)
+            fail_msg("detokenize while decoding: %s: %s", ilab_status_name(st), err);
+        assert_int_equal(len, strlen(text));
+        assert_string_equal(back, text);
+        free(back);
+        free(ids);
+        pthread_mutex_lock(&c.mu);
+        done = c.terminal != 0;
+        pthread_mutex_unlock(&c.mu);
+    }
+    wait_terminal(&c);
+    if (c.terminal != 1)
+        fail_msg("the request ended with an error: %s", c.message);
+    assert_int_equal(c.completion_tokens, 40);
+    assert_true(calls > 1);
+
+    /* A bad id is refused with the backend's message naming it. */
+    const int32_t bad[] = {3 + 'a', 9999};
+    char *text_out = (char *)1;
+    size_t len = 7;
+    assert_int_equal(ilab_engine_detokenize(e, bad, 2, err, sizeof err, &text_out, &len),
+                     ILAB_INVALID_ARGUMENT);
+    assert_null(text_out);
+    assert_non_null(strstr(err, "9999"));
+    ilab_engine_destroy(e);
+    collect_destroy(&c);
+    close_backend(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -930,6 +989,7 @@ int main(void)
         cmocka_unit_test(backend_sampling_cancel_goes_to_the_backend),
         cmocka_unit_test(backend_sampling_destroy_and_refusals),
         cmocka_unit_test(metrics_follow_the_requests),
+        cmocka_unit_test(tokenizer_calls_serialise_with_the_scheduler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
