@@ -396,19 +396,22 @@ static void print_table(const json_t *rows, FILE *out)
 {
     size_t i;
     json_t *row;
-    int width = (int)strlen("CAPABILITIES");
-    json_array_foreach(rows, i, row) {
-        char caps[256];
-        capabilities_short(json_object_get(row, "capabilities"), caps, sizeof caps);
-        if ((int)strlen(caps) > width)
-            width = (int)strlen(caps);
-    }
-    fprintf(out, "%-18s %-9s %-4s %-*s %s\n", "NAME", "VERSION", "ABI", width, "CAPABILITIES",
-            "STATE");
+    int width = (int)strlen("CAPABILITIES"), name_width = (int)strlen("NAME");
     json_array_foreach(rows, i, row) {
         char caps[256], name[128];
         capabilities_short(json_object_get(row, "capabilities"), caps, sizeof caps);
-        fprintf(out, "%-18s %-9s %-4s %-*s ", display_name(row, name, sizeof name),
+        if ((int)strlen(caps) > width)
+            width = (int)strlen(caps);
+        int n = (int)strlen(display_name(row, name, sizeof name));
+        if (n > name_width)
+            name_width = n;
+    }
+    fprintf(out, "%-*s %-9s %-4s %-*s %s\n", name_width, "NAME", "VERSION", "ABI", width,
+            "CAPABILITIES", "STATE");
+    json_array_foreach(rows, i, row) {
+        char caps[256], name[128];
+        capabilities_short(json_object_get(row, "capabilities"), caps, sizeof caps);
+        fprintf(out, "%-*s %-9s %-4s %-*s ", name_width, display_name(row, name, sizeof name),
                 *str_of(row, "version") ? str_of(row, "version") : "-",
                 *str_of(row, "abi") ? str_of(row, "abi") : "-", width, *caps ? caps : "-");
         print_state(row, out);
