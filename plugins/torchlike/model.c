@@ -171,11 +171,14 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         }
 
         attention_job job = {m, kv, items, ws, l};
-        /* A short decode step's attention is cheaper than waking the pool. */
+        /* Only the first few positions are cheaper than a hand-off: the
+         * workers are still spinning after the products above, and from
+         * there on a single thread's attention would leave the other cores
+         * idle while it grows with every position. */
         long work = 0;
         for (int t = 0; t < T; t++)
             work += (long)(ws->token_pos[t] + 1) * c->n_heads * m->head_size;
-        if (work < (1L << 18))
+        if (work < (1L << 14))
             attention_task(&job, 0, T * c->n_heads, 0);
         else
             tl_parallel_for(pool, T * c->n_heads, 1, attention_task, &job);

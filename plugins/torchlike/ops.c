@@ -186,10 +186,18 @@ static void matmul_skinny_rows4(const float *w, const float *x, float *out, int 
 }
 #endif
 
+/* Eight lanes: a decode step takes tens of thousands of these short dot
+ * products (query . key per head and position), and one scalar sum is a
+ * chain of dependent additions. */
+TL_CLONES
 float tl_dot(const float *a, const float *b, int n)
 {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++)
+    v8f acc = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc += LOAD8(a + i) * LOAD8(b + i);
+    float s = HSUM8(acc);
+    for (; i < n; i++)
         s += a[i] * b[i];
     return s;
 }
