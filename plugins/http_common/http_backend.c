@@ -94,9 +94,10 @@ static ilab_status check_health(const http_engine *e, const char *base, char *re
     return ILAB_OK;
 }
 
-ilab_status http_backend_probe(const http_engine *e, const ilab_config_entry_t *config,
-                               size_t n_config, char *reason, size_t reason_cap)
+static ilab_status hb_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
+                            size_t n_config, char *reason, size_t reason_cap)
 {
+    const http_engine *e = &http_engine_of_plugin;
     char scratch[512];
     if (!reason || !reason_cap) {
         reason = scratch;
@@ -120,9 +121,9 @@ ilab_status http_backend_probe(const http_engine *e, const ilab_config_entry_t *
     return ILAB_UNAVAILABLE;
 }
 
-ilab_status http_backend_create(const http_engine *e, const ilab_config_entry_t *config,
-                                size_t n_config, char *error, size_t error_cap,
-                                ilab_backend_t **out)
+static ilab_status hb_create(const ilab_host_t *host, const ilab_config_entry_t *config,
+                             size_t n_config, char *error, size_t error_cap,
+                             ilab_backend_t **out)
 {
     char scratch[512];
     if (!error || !error_cap) {
@@ -130,7 +131,7 @@ ilab_status http_backend_create(const http_engine *e, const ilab_config_entry_t 
         error_cap = sizeof scratch;
     }
     /* An unavailable backend refuses with the probe's reason (PRB-2). */
-    return http_backend_probe(e, config, n_config, error, error_cap);
+    return hb_probe(host, config, n_config, error, error_cap);
 }
 
 /* --- calls on an instance: none can exist yet, but every entry point still
@@ -165,7 +166,7 @@ static ilab_status undeclared(ilab_backend_t *b, const char *call, const char *c
                 capability);
 }
 
-void hb_destroy(ilab_backend_t *b)
+static void hb_destroy(ilab_backend_t *b)
 {
     if (!b)
         return;
@@ -173,7 +174,7 @@ void hb_destroy(ilab_backend_t *b)
     free(b);
 }
 
-size_t hb_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
+static size_t hb_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
 {
     ilab_backend_t *b = (ilab_backend_t *)cb;
     if (!b) {
@@ -189,61 +190,61 @@ size_t hb_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
     return len;
 }
 
-ilab_status hb_model_info(ilab_backend_t *b, ilab_model_info_t *info)
+static ilab_status hb_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
     return fail(b, ILAB_UNAVAILABLE, "%s: model_info: the HTTP adapter is not implemented",
                 plugin_of(b));
 }
 
-ilab_status hb_tokenize(ilab_backend_t *b, const char *t, size_t l, uint32_t f,
+static ilab_status hb_tokenize(ilab_backend_t *b, const char *t, size_t l, uint32_t f,
                                int32_t *o, size_t c, size_t *n)
 {
     return undeclared(b, "tokenize", "tokenizer");
 }
 
-ilab_status hb_detokenize(ilab_backend_t *b, const int32_t *t, size_t n, char *o,
+static ilab_status hb_detokenize(ilab_backend_t *b, const int32_t *t, size_t n, char *o,
                                  size_t c, size_t *l)
 {
     return undeclared(b, "detokenize", "tokenizer");
 }
 
-ilab_status hb_token_piece(ilab_backend_t *b, int32_t p, int32_t t, char *o, size_t c,
+static ilab_status hb_token_piece(ilab_backend_t *b, int32_t p, int32_t t, char *o, size_t c,
                                   size_t *l)
 {
     return undeclared(b, "token_piece", "tokenizer");
 }
 
-ilab_status hb_seq_create(ilab_backend_t *b, ilab_seq_t *s)
+static ilab_status hb_seq_create(ilab_backend_t *b, ilab_seq_t *s)
 {
     return undeclared(b, "seq_create", "logits: full");
 }
 
-ilab_status hb_seq_free(ilab_backend_t *b, ilab_seq_t s)
+static ilab_status hb_seq_free(ilab_backend_t *b, ilab_seq_t s)
 {
     return undeclared(b, "seq_free", "logits: full");
 }
 
-ilab_status hb_seq_fork(ilab_backend_t *b, ilab_seq_t p, ilab_seq_t *c)
+static ilab_status hb_seq_fork(ilab_backend_t *b, ilab_seq_t p, ilab_seq_t *c)
 {
     return undeclared(b, "seq_fork", "cache.fork");
 }
 
-ilab_status hb_seq_truncate(ilab_backend_t *b, ilab_seq_t s, int32_t n)
+static ilab_status hb_seq_truncate(ilab_backend_t *b, ilab_seq_t s, int32_t n)
 {
     return undeclared(b, "seq_truncate", "cache.truncate");
 }
 
-ilab_status hb_seq_length(ilab_backend_t *b, ilab_seq_t s, int32_t *l)
+static ilab_status hb_seq_length(ilab_backend_t *b, ilab_seq_t s, int32_t *l)
 {
     return undeclared(b, "seq_length", "logits: full");
 }
 
-ilab_status hb_eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n)
+static ilab_status hb_eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n)
 {
     return undeclared(b, "eval", "logits: full");
 }
 
-ilab_status hb_generate(ilab_backend_t *b, const ilab_generate_request_t *req,
+static ilab_status hb_generate(ilab_backend_t *b, const ilab_generate_request_t *req,
                                ilab_event_fn on_event, void *user_data)
 {
     char msg[256];
@@ -258,7 +259,17 @@ ilab_status hb_generate(ilab_backend_t *b, const ilab_generate_request_t *req,
     return fail(b, ILAB_UNAVAILABLE, "%s", msg);
 }
 
-ilab_status hb_cancel(ilab_backend_t *b, uint64_t id)
+static ilab_status hb_cancel(ilab_backend_t *b, uint64_t id)
 {
     return ILAB_OK; /* nothing runs, so nothing is left to cancel (benign race rule) */
 }
+
+const ilab_backend_api_t http_backend_api = {
+    .struct_size = sizeof(ilab_backend_api_t),
+    .probe = hb_probe, .create = hb_create, .destroy = hb_destroy,
+    .last_error = hb_last_error, .model_info = hb_model_info,
+    .tokenize = hb_tokenize, .detokenize = hb_detokenize, .token_piece = hb_token_piece,
+    .seq_create = hb_seq_create, .seq_free = hb_seq_free, .seq_fork = hb_seq_fork,
+    .seq_truncate = hb_seq_truncate, .seq_length = hb_seq_length, .eval = hb_eval,
+    .generate = hb_generate, .cancel = hb_cancel,
+};

@@ -3,7 +3,7 @@
  * reachable; the shared HTTP half lives in ../http_common/. */
 #include "http_backend.h"
 
-static const http_engine engine = {
+const http_engine http_engine_of_plugin = {
     .plugin = "vllm_stub",
     .label = "vLLM",
     .env_var = "INFERLAB_VLLM_URL",
@@ -36,21 +36,6 @@ static const char manifest[] =
     "    default: \"\"\n"
     "    description: URL of the vLLM server, e.g. http://127.0.0.1:8000; empty = INFERLAB_VLLM_URL.\n";
 
-static ilab_status vllm_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
-                            size_t n_config, char *reason, size_t reason_cap)
-{
-    return http_backend_probe(&engine, config, n_config, reason, reason_cap);
-}
-
-static ilab_status vllm_create(const ilab_host_t *host, const ilab_config_entry_t *config,
-                             size_t n_config, char *error, size_t error_cap,
-                             ilab_backend_t **out)
-{
-    return http_backend_create(&engine, config, n_config, error, error_cap, out);
-}
-
-static const ilab_backend_api_t api = HTTP_BACKEND_API(vllm_probe, vllm_create);
-
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
@@ -58,5 +43,5 @@ ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .name = "vllm_stub",
     .version = "0.1.0",
     .manifest_yaml = manifest,
-    .backend = &api,
+    .backend = &http_backend_api,
 };
