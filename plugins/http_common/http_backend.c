@@ -14,8 +14,7 @@
 
 struct ilab_backend {
     const http_engine *engine;
-    pthread_mutex_t error_lock;
-    char error[512];
+    ilab_last_error_t error;
 };
 
 /* libcurl's global state is set up once, and torn down when the plugin is
@@ -142,16 +141,10 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 {
-    if (!b)
-        return st;
-    char msg[sizeof b->error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&b->error_lock);
-    memcpy(b->error, msg, sizeof msg);
-    pthread_mutex_unlock(&b->error_lock);
     return st;
 }
 
@@ -170,24 +163,13 @@ static void hb_destroy(ilab_backend_t *b)
 {
     if (!b)
         return;
-    pthread_mutex_destroy(&b->error_lock);
+    ilab_last_error_destroy(&b->error);
     free(b);
 }
 
-static size_t hb_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
+static size_t hb_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 {
-    ilab_backend_t *b = (ilab_backend_t *)cb;
-    if (!b) {
-        if (buf && cap)
-            buf[0] = '\0';
-        return 0;
-    }
-    pthread_mutex_lock(&b->error_lock);
-    size_t len = strlen(b->error);
-    if (buf && cap)
-        snprintf(buf, cap, "%s", b->error);
-    pthread_mutex_unlock(&b->error_lock);
-    return len;
+    return ilab_last_error_copy(b ? &b->error : NULL, buf, cap);
 }
 
 static ilab_status hb_model_info(ilab_backend_t *b, ilab_model_info_t *info)

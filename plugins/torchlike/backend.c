@@ -43,9 +43,7 @@ struct ilab_backend {
     pthread_mutex_t lock;       /* sequences, cache, evaluation, digest */
     char digest[80];            /* computed on first model_info() */
 
-    pthread_mutex_t error_lock; /* last_error may be read from any thread */
-    char error[1024];
-    size_t error_len;
+    ilab_last_error_t error;    /* last_error() may be read from any thread */
 };
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
@@ -53,15 +51,10 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&b->error_lock);
-    memcpy(b->error, msg, sizeof msg);
-    b->error_len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
-    pthread_mutex_unlock(&b->error_lock);
     return st;
 }
 
@@ -217,7 +210,7 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
     }
     b->host = host;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_mutex_init(&b->error_lock, NULL);
+    ilab_last_error_init(&b->error);
 
     tl_checkpoint ck;
     if (s.model[0]) {
@@ -305,25 +298,19 @@ static void tl_destroy(ilab_backend_t *b)
     tl_tokenizer_free(&b->tok);
     tl_model_close(&b->model);
     pthread_mutex_destroy(&b->lock);
-    pthread_mutex_destroy(&b->error_lock);
+    ilab_last_error_destroy(&b->error);
     free(b);
 }
 
-static size_t tl_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
+static size_t tl_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 {
-    ilab_backend_t *b = (ilab_backend_t *)cb; /* the lock is not part of the logical state */
     if (!b) {
         static const char msg[] = "torchlike: backend is NULL";
         if (buf && cap)
             snprintf(buf, cap, "%s", msg);
         return sizeof msg - 1;
     }
-    pthread_mutex_lock(&b->error_lock);
-    size_t len = b->error_len;
-    if (buf && cap)
-        snprintf(buf, cap, "%s", b->error);
-    pthread_mutex_unlock(&b->error_lock);
-    return len;
+    return ilab_last_error_copy(&b->error, buf, cap);
 }
 
 static ilab_status tl_model_info(ilab_backend_t *b, ilab_model_info_t *info)

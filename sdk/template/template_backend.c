@@ -69,8 +69,7 @@ struct ilab_backend {
     const ilab_host_t *host;
     uint64_t seed;
     sequence seqs[MAX_SEQS];
-    pthread_mutex_t error_lock;
-    char error[256];
+    ilab_last_error_t error; /* last_error() may be read from any thread */
 };
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
@@ -78,16 +77,10 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 {
-    if (!b)
-        return st;
-    char msg[sizeof b->error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&b->error_lock);
-    memcpy(b->error, msg, sizeof msg);
-    pthread_mutex_unlock(&b->error_lock);
     return st;
 }
 
@@ -175,7 +168,7 @@ static ilab_status tb_create(const ilab_host_t *host, const ilab_config_entry_t 
     }
     b->host = host;
     b->seed = seed;
-    pthread_mutex_init(&b->error_lock, NULL);
+    ilab_last_error_init(&b->error);
     for (int i = 0; i < MAX_SEQS; i++)
         b->seqs[i].generation = 1;
     *out = b;
@@ -188,24 +181,13 @@ static void tb_destroy(ilab_backend_t *b)
         return;
     for (int i = 0; i < MAX_SEQS; i++)
         free(b->seqs[i].tokens);
-    pthread_mutex_destroy(&b->error_lock);
+    ilab_last_error_destroy(&b->error);
     free(b);
 }
 
-static size_t tb_last_error(const ilab_backend_t *cb, char *buf, size_t cap)
+static size_t tb_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 {
-    ilab_backend_t *b = (ilab_backend_t *)cb; /* the lock is not logically state */
-    if (!b) {
-        if (buf && cap)
-            buf[0] = '\0';
-        return 0;
-    }
-    pthread_mutex_lock(&b->error_lock);
-    size_t len = strlen(b->error);
-    if (buf && cap)
-        snprintf(buf, cap, "%s", b->error);
-    pthread_mutex_unlock(&b->error_lock);
-    return len;
+    return ilab_last_error_copy(b ? &b->error : NULL, buf, cap);
 }
 
 static ilab_status tb_model_info(ilab_backend_t *b, ilab_model_info_t *info)

@@ -118,8 +118,7 @@ struct ilab_backend {
     atomic_int inside;            /* backend calls running right now */
     pthread_mutex_t mu;           /* guards seqs and evals (thread_safety: full) */
     sequence *seqs;               /* MAX_SEQS */
-    pthread_mutex_t error_lock;
-    char error[256];
+    ilab_last_error_t error;
 };
 
 static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
@@ -128,9 +127,7 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    pthread_mutex_lock(&b->error_lock);
-    vsnprintf(b->error, sizeof b->error, fmt, ap);
-    pthread_mutex_unlock(&b->error_lock);
+    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -234,7 +231,7 @@ static ilab_status cb_create(const ilab_host_t *host, const ilab_config_entry_t 
     }
     atomic_init(&b->inside, 0);
     pthread_mutex_init(&b->mu, NULL);
-    pthread_mutex_init(&b->error_lock, NULL);
+    ilab_last_error_init(&b->error);
     *out = b;
     return ILAB_OK;
 }
@@ -243,7 +240,7 @@ static void cb_destroy(ilab_backend_t *b)
 {
     if (!b)
         return;
-    pthread_mutex_destroy(&b->error_lock);
+    ilab_last_error_destroy(&b->error);
     pthread_mutex_destroy(&b->mu);
     free(b->seqs);
     free(b);
@@ -251,13 +248,7 @@ static void cb_destroy(ilab_backend_t *b)
 
 static size_t cb_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 {
-    ilab_backend_t *m = (ilab_backend_t *)b;
-    pthread_mutex_lock(&m->error_lock);
-    size_t len = strlen(m->error);
-    if (buf && cap)
-        snprintf(buf, cap, "%s", m->error);
-    pthread_mutex_unlock(&m->error_lock);
-    return len;
+    return ilab_last_error_copy(b ? &b->error : NULL, buf, cap);
 }
 
 static ilab_status model_info(ilab_backend_t *b, ilab_model_info_t *info)

@@ -7,5 +7,6 @@
 #include "inferlab/generate.h"
 #include "inferlab/backend.h"
 #include "inferlab/plugin.h"
+#include "inferlab/last_error.h"
 
 #endif
