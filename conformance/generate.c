@@ -11,6 +11,49 @@
 #include "runtime/engine.h"
 #include "suite.h"
 
+/* Where a UTF-8 decoder stands after some bytes: how many continuation
+ * bytes the current code point still owes, and the range the next one must
+ * be in (RFC 3629's table: E0 A0..BF, ED 80..9F, F0 90..BF, F4 80..8F).
+ * Bytes that cannot begin or continue a code point owe nothing. */
+typedef struct utf8_state {
+    int owed;
+    unsigned char lo, hi;
+} utf8_state;
+
+static utf8_state utf8_feed(utf8_state st, const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (st.owed > 0 && c >= st.lo && c <= st.hi) {
+            st.owed--;
+            st.lo = 0x80;
+            st.hi = 0xBF;
+            continue;
+        }
+        st.owed = 0;
+        st.lo = 0x80;
+        st.hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            st.owed = 1;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            st.owed = 2;
+            st.lo = c == 0xE0 ? 0xA0 : 0x80;
+            st.hi = c == 0xED ? 0x9F : 0xBF;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            st.owed = 3;
+            st.lo = c == 0xF0 ? 0x90 : 0x80;
+            st.hi = c == 0xF4 ? 0x8F : 0xBF;
+        }
+    }
+    return st;
+}
+
+bool conf_utf8_ends_inside(const char *s, size_t n)
+{
+    utf8_state st = {0, 0x80, 0xBF};
+    return utf8_feed(st, (const unsigned char *)s, n).owed > 0;
+}
+
 typedef struct collector {
     conf_gen *g;
     const conf_gen_params *p;
@@ -23,26 +66,8 @@ typedef struct collector {
     bool cancel_done;     /* the other thread has called cancel() */
     size_t cap_tokens;
     size_t text_cap;
-    int pending_utf8;     /* continuation bytes still owed by the text so far */
+    utf8_state utf8;      /* the decoder after the text so far */
 } collector;
-
-static int utf8_owed(int owed, const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (owed > 0 && (c & 0xC0) == 0x80)
-            owed--;
-        else if (c >= 0xF0)
-            owed = 3;
-        else if (c >= 0xE0)
-            owed = 2;
-        else if (c >= 0xC0)
-            owed = 1;
-        else
-            owed = 0;
-    }
-    return owed;
-}
 
 static int on_event(void *user, const ilab_event_t *ev)
 {
@@ -56,12 +81,14 @@ static int on_event(void *user, const ilab_event_t *ev)
         if (g->n_tokens == c->cap_tokens) {
             c->cap_tokens = c->cap_tokens ? c->cap_tokens * 2 : 64;
             g->tokens = realloc(g->tokens, c->cap_tokens * sizeof *g->tokens);
+            g->logprob = realloc(g->logprob, c->cap_tokens * sizeof *g->logprob);
             g->top_lp = realloc(g->top_lp, c->cap_tokens * CONF_GEN_TOPK * sizeof *g->top_lp);
             g->top_id = realloc(g->top_id, c->cap_tokens * CONF_GEN_TOPK * sizeof *g->top_id);
             g->n_top = realloc(g->n_top, c->cap_tokens * sizeof *g->n_top);
         }
         size_t i = g->n_tokens++;
         g->tokens[i] = ev->token;
+        g->logprob[i] = ev->logprob;
         g->n_top[i] = ev->n_top_logprobs;
         for (int k = 0; k < CONF_GEN_TOPK; k++) {
             bool have = ev->top_logprobs && (uint32_t)k < ev->n_top_logprobs;
@@ -79,11 +106,12 @@ static int on_event(void *user, const ilab_event_t *ev)
         }
         /* split: the previous event ended inside a code point that this
          * event's first byte continues (invalid bytes are not a split) */
-        if (c->pending_utf8 > 0 && ev->text && ev->text_len &&
-            ((unsigned char)ev->text[0] & 0xC0) == 0x80)
-            g->split_utf8 = true;
-        c->pending_utf8 = utf8_owed(c->pending_utf8, (const unsigned char *)ev->text,
-                                    ev->text ? ev->text_len : 0);
+        if (c->utf8.owed > 0 && ev->text && ev->text_len) {
+            unsigned char first = (unsigned char)ev->text[0];
+            if (first >= c->utf8.lo && first <= c->utf8.hi)
+                g->split_utf8 = true;
+        }
+        c->utf8 = utf8_feed(c->utf8, (const unsigned char *)ev->text, ev->text ? ev->text_len : 0);
         if (c->p->cancel_after_tokens > 0 && g->n_tokens >= (size_t)c->p->cancel_after_tokens)
             ret = 1;
         if (c->p->cancel_thread_after > 0 && g->n_tokens == (size_t)c->p->cancel_thread_after) {
@@ -99,6 +127,17 @@ static int on_event(void *user, const ilab_event_t *ev)
                 ;
         }
     } else if (ev->type == ILAB_EVENT_FINISH || ev->type == ILAB_EVENT_ERROR) {
+        if (ev->type == ILAB_EVENT_FINISH && ev->text && ev->text_len) {
+            /* held-back bytes ride on FINISH (STR-2) */
+            if (g->text_len + ev->text_len + 1 > c->text_cap) {
+                c->text_cap = (g->text_len + ev->text_len + 1) * 2;
+                g->text = realloc(g->text, c->text_cap);
+            }
+            memcpy(g->text + g->text_len, ev->text, ev->text_len);
+            g->text_len += ev->text_len;
+            g->text[g->text_len] = '\0';
+            g->finish_text_len = ev->text_len;
+        }
         g->n_terminal++;
         g->terminal = ev->type;
         g->finish_reason = ev->finish_reason;
@@ -110,6 +149,7 @@ static int on_event(void *user, const ilab_event_t *ev)
         }
         c->terminal_seen = true;
         pthread_cond_broadcast(&c->cv);
+        ret = c->p->nonzero_on_terminal;
     } else {
         g->bad_type++;
     }
@@ -139,6 +179,7 @@ static void *cancel_main(void *arg)
             ilab_engine_cancel(k->env->engine, k->id);
         pthread_mutex_lock(&c->mu);
         c->cancel_done = true;
+        c->g->tokens_at_cancel = c->g->n_tokens;
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
     }
@@ -163,6 +204,7 @@ void conf_gen_params_default(conf_gen_params *p, const int32_t *prompt, size_t n
 void conf_gen_free(conf_gen *g)
 {
     free(g->tokens);
+    free(g->logprob);
     free(g->top_lp);
     free(g->top_id);
     free(g->n_top);
@@ -180,7 +222,7 @@ void conf_engine_release(conf_env *env)
 
 conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, char *msg, size_t cap)
 {
-    static uint64_t next_id = 1000;
+    static uint64_t next_id = 1000; /* atomic: THR-2 generates from several threads */
     memset(g, 0, sizeof *g);
     g->text = calloc(1, 1);
     collector c;
@@ -200,19 +242,22 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
         ilab_generate_request_t req;
         memset(&req, 0, sizeof req);
         req.struct_size = sizeof req;
-        req.request_id = k.id = ++next_id;
+        req.request_id = k.id = p->request_id ? p->request_id : __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
         c.id_known = true;
         req.prompt_tokens = p->prompt;
         req.n_prompt_tokens = p->n_prompt;
-        req.sampling = p->sampling;
+        req.sampling = &p->sampling;
         req.max_tokens = p->max_tokens;
         req.stop = p->stop;
         req.n_stop = p->n_stop;
+        req.stop_token_ids = p->stop_token_ids;
+        req.n_stop_token_ids = p->n_stop_token_ids;
         req.ignore_eos = p->ignore_eos;
         req.top_logprobs = p->top_logprobs;
         if (p->cancel_thread_after > 0)
             threaded = pthread_create(&thread, NULL, cancel_main, &k) == 0;
         ilab_status st = env->api->generate(env->be, &req, on_event, &c);
+        g->returned = st;
         if (g->n_terminal == 0 || g->terminal == ILAB_EVENT_FINISH)
             g->status = st;
         if (st != ILAB_OK && !g->error[0])
@@ -223,6 +268,10 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
             ilab_engine_config_default(&cfg);
             if (cfg.max_running > env->m->max_batch)
                 cfg.max_running = env->m->max_batch;
+            /* The harness tests the plugin: no sequences kept alive between
+             * requests by the engine's prefix cache (they would use up the
+             * plugin's sequence slots that later tests count on). */
+            cfg.prefix_cache_positions = 0;
             char err[512] = "";
             ilab_engine *e = NULL;
             ilab_status st = ilab_engine_create(env->plugin, env->be, &cfg, err, sizeof err, &e);
@@ -241,6 +290,8 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
         req.max_tokens = p->max_tokens;
         req.stop = p->stop;
         req.n_stop = p->n_stop;
+        req.stop_token_ids = p->stop_token_ids;
+        req.n_stop_token_ids = p->n_stop_token_ids;
         req.ignore_eos = p->ignore_eos;
         req.top_logprobs = p->top_logprobs;
         if (p->cancel_thread_after > 0)

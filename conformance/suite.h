@@ -56,7 +56,10 @@ typedef struct conf_options {
     int timeout_seconds;     /* per test */
     int suite_seconds;       /* per plugin, all tests */
     bool required;           /* --require named this plugin: unavailable is FAIL */
-    uint64_t seed;           /* fixed; printed in every report */
+    uint64_t seed;           /* fixed unless --seed; printed in every report */
+    bool deep;               /* --deep: 10x the random iterations */
+    double random_seconds;   /* time budget of one random test (before --deep) */
+    const char *replay;      /* --replay PROGRAM: run exactly this cache program */
     const ilab_config_entry_t *user_config; /* --config / --set entries for this plugin */
     size_t n_user_config;
     const void *settings;    /* ilab_settings * or NULL (resolved per plugin name) */
@@ -134,6 +137,14 @@ conf_result conf_diff_pair(const char *path_a, const char *path_b,
             return CONF_FAIL;                                               \
         }                                                                   \
     } while (0)
+/* The same for helpers that return bool: false, with the message. */
+#define CONF_CHECK_BOOL(cond, ...)                                          \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            snprintf(msg, cap, __VA_ARGS__);                                \
+            return false;                                                   \
+        }                                                                   \
+    } while (0)
 /* A status must be OK; otherwise FAIL naming the call and the plugin's message. */
 #define CONF_CHECK_OK(env, st, what)                                        \
     do {                                                                    \
@@ -161,6 +172,12 @@ int32_t *conf_tokenize(conf_env *env, const char *s, size_t *n, char *msg, size_
 /* Detokenize into a malloc'ed NUL-terminated string or NULL. */
 char *conf_detokenize(conf_env *env, const int32_t *t, size_t n, size_t *len,
                       char *msg, size_t cap);
+/* The output text (docs/contract.md, "output text") of the emitted tokens
+ * t[0..n) after the token `prev` (the prompt's last, or -1): token_piece
+ * over each with the one before it. A malloc'ed NUL-terminated string, or
+ * NULL with the failing call in msg. */
+char *conf_output_text(conf_env *env, int32_t prev, const int32_t *t, size_t n, size_t *len,
+                       char *msg, size_t cap);
 
 /* Sequences and logits. */
 ilab_status conf_eval1(conf_env *env, ilab_seq_t seq, const int32_t *tokens, int32_t n,
@@ -172,14 +189,48 @@ ilab_status conf_fresh_logits(conf_env *env, const int32_t *tokens, int32_t n, f
 bool conf_logits_close(const float *a, const float *b, int32_t n, const char *what,
                        char *msg, size_t cap);
 int32_t conf_argmax(const float *v, int32_t n);
+/* log_softmax of one row of v logits into lp (double, max-shifted). */
+void conf_log_softmax(const float *row, int32_t v, double *lp);
+/* splitmix64: a fixed, documented generator, so a seed names one input. */
+uint64_t conf_splitmix64(uint64_t *s);
+/* Guarded logits buffers (logit_guard.c): room for n_floats with canary
+ * guards before and after, every float a canary until written. The check
+ * fails, naming `what`, when a float outside [0, n_written) changed or one
+ * inside is not finite (or was never written). */
+float *conf_guarded_alloc(size_t n_floats);
+bool conf_guarded_check(const float *p, size_t n_written, const char *what, char *msg, size_t cap);
+void conf_guarded_free(float *p);
 /* A deterministic prompt of `n` valid ids (avoids BOS/EOS), from the seed. */
 void conf_prompt_tokens(const conf_env *env, uint64_t seed, int32_t *out, int32_t n);
+/* The worker's configuration with `key` set to `value` (added when absent):
+ * a calloc'ed array of borrowed strings (free() it), *n entries; NULL when
+ * out of memory. */
+ilab_config_entry_t *conf_config_with(const conf_env *env, const char *key, const char *value, size_t *n);
 /* The plugin's usable context (manifest max_context, else model_info). */
 int32_t conf_max_context(const conf_env *env);
 
 /* Resident set size of this process, bytes (from /proc/self/statm). */
 size_t conf_rss_bytes(void);
+/* Live heap bytes of this process (allocator statistics, not RSS): exact
+ * enough to see a leak of a few bytes per cycle. */
+size_t conf_heap_bytes(void);
+/* The exact count of live heap bytes kept by this executable's malloc
+ * (heap_counter.c); false when a sanitizer owns malloc. */
+bool conf_heap_counter_exact(size_t *out);
+/* Leaks by slope: run `cycle` warmup + cycles times and measure the live
+ * heap over the two halves after the warm-up; a growth of at least
+ * CONF_LEAK_BYTES_PER_CYCLE per cycle in both halves fails, naming `what`
+ * (e.g. "create/destroy cycle") and the bytes per cycle. A cycle returning
+ * false failed on its own (message in msg). Returns true on PASS. */
+/* One byte: correct plugins measure exactly +0.0 (normal and ASan builds);
+ * 8 let a fork leak of 13 requested bytes every other cycle pass under ASan,
+ * whose counter reports requested bytes, not chunk sizes. */
+#define CONF_LEAK_BYTES_PER_CYCLE 1.0
+bool conf_leak_slope(conf_env *env, const char *what, int warmup, int cycles,
+                     bool (*cycle)(conf_env *env, int i, void *ctx, char *msg, size_t cap),
+                     void *ctx, conf_result *result, char *msg, size_t cap);
 double conf_now_seconds(void);
+double conf_cpu_seconds(void); /* CPU time of this process, all threads */
 
 /* ---- generation as the host does it (suites/generate.c) --------------- */
 
@@ -190,15 +241,20 @@ typedef struct conf_gen_params {
     int32_t max_tokens;
     const char *const *stop;
     size_t n_stop;
+    const int32_t *stop_token_ids;
+    size_t n_stop_token_ids;
     bool ignore_eos;
     int32_t top_logprobs;
     int cancel_after_tokens;   /* > 0: the callback returns nonzero at this TOKEN */
     int cancel_thread_after;   /* > 0: another thread cancels after this many TOKENs */
+    bool nonzero_on_terminal;  /* the callback returns nonzero for FINISH and ERROR (STR-10) */
+    uint64_t request_id;       /* `sampling: backend`: this id; 0 for a fresh one */
 } conf_gen_params;
 
-#define CONF_GEN_TOPK 5
+#define CONF_GEN_TOPK 8
 typedef struct conf_gen {
     int32_t *tokens;          /* TOKEN ids, in order (malloc'ed) */
+    float *logprob;           /* each TOKEN event's logprob (SMP-6) */
     size_t n_tokens;
     float *top_lp;            /* CONF_GEN_TOPK per token, -INFINITY padded */
     int32_t *top_id;
@@ -214,6 +270,9 @@ typedef struct conf_gen {
     ilab_status status;       /* returned by generate / the ERROR event */
     char error[512];
     uint32_t prompt_tokens, completion_tokens;
+    size_t tokens_at_cancel;  /* TOKEN events seen when the other thread's cancel() returned */
+    size_t finish_text_len;   /* bytes the FINISH event carried (held back until the end) */
+    ilab_status returned;     /* what generate() returned (`sampling: backend`) */
 } conf_gen;
 
 /* Run one request: api->generate for `sampling: backend`, the host engine for
@@ -222,6 +281,9 @@ typedef struct conf_gen {
 conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *out,
                           char *msg, size_t cap);
 void conf_gen_free(conf_gen *g);
+/* The bytes end inside a UTF-8 code point (its remaining bytes could still
+ * come), by RFC 3629's table. */
+bool conf_utf8_ends_inside(const char *s, size_t n);
 void conf_gen_params_default(conf_gen_params *p, const int32_t *prompt, size_t n);
 
 /* The text corpus TOK clauses run over. */

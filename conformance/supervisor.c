@@ -386,6 +386,7 @@ static void run_diff(conf_run *run)
             }
             conf_result worst = CONF_PASS;
             char all[CONF_MSG_CAP] = "";
+            bool all_full = false;
             int pairs = 0;
             double t0 = conf_now_seconds();
             for (size_t j = 0; j < run->n_plugins; j++) {
@@ -397,10 +398,13 @@ static void run_diff(conf_run *run)
                 conf_result r = i < j ? run_pair(run, p, q, m, sizeof m) : run_pair(run, q, p, m, sizeof m);
                 if (r > worst)
                     worst = r;
-                if (r != CONF_PASS || !all[0]) {
+                if ((r != CONF_PASS || !all[0]) && !all_full) {
+                    /* The summary of every pair ends, cut, where `all` is full;
+                     * `worst` still counts the pairs past it. */
                     size_t l = strlen(all);
-                    snprintf(all + l, sizeof all - l, "%svs %s: %s %s", l ? "; " : "", q->name,
-                             conf_result_name(r), m);
+                    int n = snprintf(all + l, sizeof all - l, "%svs %s: %s %s", l ? "; " : "",
+                                     q->name, conf_result_name(r), m);
+                    all_full = n < 0 || (size_t)n >= sizeof all - l;
                 }
             }
             if (pairs == 0) {

@@ -1,5 +1,6 @@
 /* Helpers shared by the test bodies: status messages, tokens, sequences,
- * float comparison with CONTRACT.md's tolerance, memory and time. */
+ * float comparison with docs/contract.md's tolerance (TOL), memory and time. */
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,43 @@ char *conf_detokenize(conf_env *env, const int32_t *t, size_t n, size_t *len,
     return s;
 }
 
+char *conf_output_text(conf_env *env, int32_t prev, const int32_t *t, size_t n, size_t *len,
+                       char *msg, size_t cap)
+{
+    size_t used = 0, room = 64 + n * 16;
+    char *s = malloc(room);
+    for (size_t i = 0; s && i < n; i++) {
+        int32_t before = i ? t[i - 1] : prev;
+        size_t plen = 0;
+        ilab_status st = env->api->token_piece(env->be, before, t[i], s + used, room - used, &plen);
+        if (st == ILAB_BUFFER_TOO_SMALL && plen + 1 > room - used) {
+            room = (used + plen + 1) * 2;
+            char *grown = realloc(s, room);
+            if (!grown) {
+                free(s);
+                s = NULL;
+                break;
+            }
+            s = grown;
+            st = env->api->token_piece(env->be, before, t[i], s + used, room - used, &plen);
+        }
+        if (st != ILAB_OK || plen >= room - used) {
+            snprintf(msg, cap, "token_piece(%d, %d) gave %s (%zu bytes into %zu)", (int)before, (int)t[i],
+                     ilab_status_name(st), plen, room - used);
+            free(s);
+            return NULL;
+        }
+        used += plen;
+    }
+    if (!s) {
+        snprintf(msg, cap, "out of memory");
+        return NULL;
+    }
+    s[used] = '\0';
+    *len = used;
+    return s;
+}
+
 ilab_status conf_eval1(conf_env *env, ilab_seq_t seq, const int32_t *tokens, int32_t n,
                        uint32_t flags, float *logits)
 {
@@ -142,8 +180,7 @@ bool conf_logits_close(const float *a, const float *b, int32_t n, const char *wh
     return true;
 }
 
-/* splitmix64: a fixed, documented generator, so a seed names one prompt. */
-static uint64_t splitmix(uint64_t *s)
+uint64_t conf_splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -158,10 +195,20 @@ void conf_prompt_tokens(const conf_env *env, uint64_t seed, int32_t *out, int32_
     for (int32_t i = 0; i < n; i++) {
         int32_t t;
         do {
-            t = (int32_t)(splitmix(&s) % (uint64_t)v);
+            t = (int32_t)(conf_splitmix64(&s) % (uint64_t)v);
         } while (v > 3 && (t == env->info.bos_id || t == env->info.eos_id));
         out[i] = t;
     }
+}
+
+void conf_log_softmax(const float *row, int32_t v, double *lp)
+{
+    double mx = row[conf_argmax(row, v)], sum = 0;
+    for (int32_t t = 0; t < v; t++)
+        sum += exp((double)row[t] - mx);
+    double lse = mx + log(sum);
+    for (int32_t t = 0; t < v; t++)
+        lp[t] = (double)row[t] - lse;
 }
 
 int32_t conf_max_context(const conf_env *env)
@@ -181,6 +228,62 @@ size_t conf_rss_bytes(void)
         resident = 0;
     fclose(f);
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Under AddressSanitizer the allocator is the sanitizer's and glibc's
+ * statistics stay empty; its own counter is used instead when linked in. */
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+size_t conf_heap_bytes(void)
+{
+    size_t exact;
+    if (conf_heap_counter_exact(&exact))
+        return exact;
+    if (__sanitizer_get_current_allocated_bytes)
+        return __sanitizer_get_current_allocated_bytes();
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+bool conf_leak_slope(conf_env *env, const char *what, int warmup, int cycles,
+                     bool (*cycle)(conf_env *env, int i, void *ctx, char *msg, size_t cap),
+                     void *ctx, conf_result *result, char *msg, size_t cap)
+{
+    int half = cycles / 2;
+    size_t mark[3] = {0, 0, 0};
+    for (int i = 0; i < warmup + 2 * half; i++) {
+        if (i == warmup || i == warmup + half)
+            mark[i == warmup ? 0 : 1] = conf_heap_bytes();
+        if (!cycle(env, i, ctx, msg, cap)) {
+            *result = CONF_FAIL;
+            return false;
+        }
+    }
+    mark[2] = conf_heap_bytes();
+    double first = ((double)mark[1] - (double)mark[0]) / half;
+    double second = ((double)mark[2] - (double)mark[1]) / half;
+    /* A leak grows the live heap in both halves; a cache that fills once
+     * grows it in the first half only. */
+    double per_cycle = first < second ? first : second;
+    if (per_cycle >= CONF_LEAK_BYTES_PER_CYCLE) {
+        snprintf(msg, cap,
+                 "live heap grew %.0f bytes per %s (%.0f then %.0f bytes/cycle over two halves of %d "
+                 "cycles after %d warm-up cycles): a leak",
+                 per_cycle, what, first, second, half, warmup);
+        *result = CONF_FAIL;
+        return false;
+    }
+    snprintf(msg, cap, "live heap %+.1f then %+.1f bytes per %s over 2 x %d cycles", first, second,
+             what, half);
+    *result = CONF_PASS;
+    return true;
+}
+
+double conf_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double conf_now_seconds(void)
@@ -214,3 +317,16 @@ const char *const conf_corpus[] = {
     "mixed\t \n\r\n  whitespace \t",
 };
 const size_t conf_corpus_count = sizeof conf_corpus / sizeof conf_corpus[0];
+
+ilab_config_entry_t *conf_config_with(const conf_env *env, const char *key, const char *value, size_t *n)
+{
+    ilab_config_entry_t *cfg = calloc(env->n_config + 1, sizeof *cfg);
+    *n = 0;
+    if (!cfg)
+        return NULL;
+    for (size_t i = 0; i < env->n_config; i++)
+        if (strcmp(env->config[i].key, key) != 0)
+            cfg[(*n)++] = env->config[i];
+    cfg[(*n)++] = (ilab_config_entry_t){key, value};
+    return cfg;
+}

@@ -5,7 +5,8 @@
 # component of BUILD_DIR into a scratch prefix, builds sdk/template out of tree
 # with find_package(inferlab) (CMAKE_PREFIX_PATH = that prefix), compiles a file
 # with `pkg-config --cflags inferlab`, checks the plugin exports only the
-# bootstrap symbol, and runs the conformance harness on it when it is built.
+# bootstrap symbol, and runs the conformance harness on it (which must be
+# built, must pass it, and must pass at least one test).
 set -eu
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -48,10 +49,31 @@ symbols=$(nm -D --defined-only "$SCRATCH/template_pkgconfig.so" | awk '{print $N
 test "$symbols" = "ilab_plugin_entry"
 
 HARNESS=$BUILD/conformance/inferlab-conformance
-if [ -x "$HARNESS" ]; then
-    echo "== conformance harness on the out-of-tree plugin"
-    "$HARNESS" "$PLUGIN"
-else
-    echo "== $HARNESS not built: conformance run skipped"
+echo "== conformance harness on the out-of-tree plugin"
+if [ ! -x "$HARNESS" ]; then
+    echo "check-sdk-install: $HARNESS is not built (build $BUILD first)" >&2
+    exit 1
 fi
+# --require: an unavailable plugin is a failure here, not a row of skips; and
+# a run in which nothing passed is no proof either.
+rc=0
+"$HARNESS" --require template_backend "$PLUGIN" >"$SCRATCH/conformance.txt" 2>&1 || rc=$?
+cat "$SCRATCH/conformance.txt"
+if [ "$rc" -ne 0 ]; then
+    echo "check-sdk-install: the harness exited $rc on the out-of-tree plugin" >&2
+    exit 1
+fi
+summary=$(tail -n 1 "$SCRATCH/conformance.txt")
+passed=${summary%% passed*}
+case "$passed" in
+    ''|*[!0-9]*) echo "check-sdk-install: no summary line from the harness: $summary" >&2; exit 1 ;;
+esac
+if [ "$passed" -eq 0 ]; then
+    echo "check-sdk-install: the harness passed no test of the out-of-tree plugin" >&2
+    exit 1
+fi
+grep -Eq '^template_backend +PASS ' "$SCRATCH/conformance.txt" || {
+    echo "check-sdk-install: the out-of-tree plugin did not PASS the harness" >&2
+    exit 1
+}
 echo "check-sdk-install: OK"

@@ -6,11 +6,23 @@ set -eu
 
 PACKAGES="build-essential cmake pkg-config libyaml-dev libcmocka-dev \
 libopenblas-dev libopenblas0-pthread libjansson-dev libmicrohttpd-dev \
-libcurl4-openssl-dev"
+libcurl4-openssl-dev clang"
 # Only the test command needs these: xmllint and prove check the harness's
-# JUnit and TAP output.
+# JUnit and TAP output (perl also runs scripts/check-type-names.pl); Node
+# and npm run the official OpenAI client against `inferlab serve`
+# (tests/server/node; the client itself comes from the npm registry into the
+# build tree). A Node already on the PATH (from any
+# source) is used as it is.
 if [ "${1:-}" = "--test" ]; then
     PACKAGES="$PACKAGES libxml2-utils perl"
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        PACKAGES="$PACKAGES nodejs npm"
+    fi
+fi
+# `make fuzz` (and scripts/fuzz.sh) build the libFuzzer targets with clang;
+# libFuzzer itself is in libclang-rt-14-dev, which clang only recommends.
+if [ "${1:-}" = "--fuzz" ]; then
+    PACKAGES="$PACKAGES libclang-rt-14-dev"
 fi
 
 missing=""

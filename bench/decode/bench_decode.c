@@ -1,16 +1,18 @@
 /* bench_decode: torchlike's single-stream decode speed against the read
  * bandwidth of this machine, and aggregate speed with concurrent sequences.
  *
- *   bench_decode [--steps N] [--keep DIR] [--only 110M|15M|batch]
+ *   bench_decode [--steps N] [--keep DIR] [--only 110M|15M|batch] [--blas-core NAME]
  *
  * Generates the 110M and 15M llama2.c shapes (fp32 random weights) into a
- * temporary directory, then reports for each: the median decode tokens/s
- * over N steps (default 256) at 1 and 2 threads, the read bandwidth measured
- * in the same run (a plain read of the same weights after every step), the
- * ratio to the bandwidth limit (weight bytes read per token), both single-token kernels (own vectorised loop vs cblas_sgemv),
- * aggregate tokens/s with 1, 4, 8 and 16 sequences decoding together, and
- * the OpenBLAS core in use. A benchmark, not a test: numbers depend on the
- * machine and on what else runs on it. */
+ * temporary directory. For each shape and 1 and 2 threads, every round runs
+ * one decode step of each variant side by side (torchlike's own single-token
+ * kernel, cblas_sgemv), then reads the same weight bytes with both probe
+ * kernels (read_probe.h); it reports medians over the rounds, the honest
+ * limit (the faster probe's bandwidth / weight bytes per token) and each
+ * variant's ratio to it. A variant faster than the limit means the probe is
+ * wrong and is reported as a PROBE FAULT, not as a ratio. Then aggregate
+ * tokens/s with 1, 4, 8 and 16 sequences decoding together. A benchmark,
+ * not a test: numbers depend on the machine and on what else runs on it. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,8 +24,10 @@
 #include "checkpoint.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "cpu.h"
 #include "ops.h"
 #include "random_model.h"
+#include "read_probe.h"
 #include "thread_pool.h"
 
 char *openblas_get_corename(void);
@@ -47,43 +51,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* ---- read bandwidth: sum a buffer larger than any cache ------------------ */
-
-typedef float v8f __attribute__((vector_size(32), aligned(4)));
-
-typedef struct sum_job {
-    const float *data;
-    double partial[64];
-} sum_job;
-
-static void sum_task(void *ctxp, int begin, int end, int thread)
-{
-    sum_job *job = ctxp;
-    v8f a = {0}, b = {0}, c = {0}, d = {0};
-    /* units of 32 floats */
-    for (int u = begin; u < end; u++) {
-        const float *p = job->data + (size_t)u * 32;
-        a += *(const v8f *)p;
-        b += *(const v8f *)(p + 8);
-        c += *(const v8f *)(p + 16);
-        d += *(const v8f *)(p + 24);
-    }
-    v8f s = a + b + c + d;
-    job->partial[thread] += s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}
-
-/* Seconds to read `bytes` at `data` once with the pool's threads. */
-static double read_pass(const void *data, size_t bytes, tl_thread_pool *pool)
-{
-    sum_job job = {data, {0}};
-    double t0 = now_s();
-    tl_parallel_for(pool, (int)(bytes / sizeof(float) / 32), 1024, sum_task, &job);
-    double dt = now_s() - t0;
-    if (job.partial[0] == 12345.678)
-        printf("(unlikely)\n"); /* keeps the sums observable */
-    return dt;
-}
-
 /* ---- decoding -------------------------------------------------------------- */
 
 typedef struct engine {
@@ -93,7 +60,7 @@ typedef struct engine {
     float *logits;
 } engine;
 
-static int engine_open(engine *e, const char *path, int threads, int max_seqs)
+static int engine_open(engine *e, const char *path, int threads, int max_seqs, tl_dtype quantize)
 {
     char err[512];
     tl_checkpoint ck;
@@ -102,8 +69,10 @@ static int engine_open(engine *e, const char *path, int threads, int max_seqs)
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    if (tl_model_init(&e->model, &ck) != ILAB_OK)
+    if (tl_model_init(&e->model, &ck, quantize, err, sizeof err) != ILAB_OK) {
+        fprintf(stderr, "%s\n", err);
         return -1;
+    }
     int per_seq = (ck.cfg.seq_len + TL_KV_BLOCK - 1) / TL_KV_BLOCK;
     if (tl_kv_init(&e->kv, ck.cfg.n_layers, e->model.kv_dim, ck.cfg.seq_len, per_seq * max_seqs,
                    max_seqs) != ILAB_OK ||
@@ -152,44 +121,135 @@ static int32_t argmax(const float *v, int n)
     return best;
 }
 
-/* Median single-stream tokens/s over `steps` greedy decode steps. Each step
- * is followed by one plain read of the same weight bytes with the same
- * threads, so the bandwidth (`*gbs`, median) is measured under the same
- * conditions as the decode it is compared with. */
-static double decode_speed(const char *path, int threads, int steps, double *gbs)
+/* One single-stream variant: an engine and the kernel it decodes with. */
+typedef struct variant {
+    const char *name;
+    engine *e;
+    tl_matvec_kind kind;
+    tl_isa isa; /* kernels capped at this level */
+    int stream_256; /* tl_cpu_set_f32_stream_256's choice (-1: by CPU) */
+    tl_kv_sequence *seq;
+    int32_t token;
+    double *dt;
+} variant;
+
+/* Paired rounds: per round one decode step of every variant (in a rotating
+ * order, so none always runs first after the probe), then one read of the
+ * weights with each probe kernel. Medians over the rounds are reported, so
+ * every figure saw the same minutes of the machine. */
+static void decode_compare(const char *path, int threads, int steps, double weight_bytes)
 {
-    engine e;
-    if (engine_open(&e, path, threads, 1) != 0)
+    engine f32, q8;
+    if (engine_open(&f32, path, threads, 3, TL_DTYPE_F32) != 0 ||
+        engine_open(&q8, path, threads, 1, TL_DTYPE_Q8_0) != 0)
         exit(1);
-    uint64_t h;
-    tl_kv_seq_create(&e.kv, &h);
-    tl_kv_sequence *s = tl_kv_seq_get(&e.kv, h);
-    int32_t token = 1;
-    double *dt = malloc((size_t)steps * sizeof *dt), *rt = malloc((size_t)steps * sizeof *rt);
-    /* The weights proper: after the 28-byte header, up to the classifier. */
-    const unsigned char *weights = e.model.ck.bytes + 28;
-    size_t bytes = tl_checkpoint_weight_bytes(&e.model.cfg) & ~(size_t)127;
-    step(&e, &s, &token, 1); /* warm-up: page in the weights */
-    for (int i = 0; i < steps; i++) {
-        token = argmax(e.logits, e.model.cfg.vocab_size);
-        double t0 = now_s();
-        step(&e, &s, &token, 1);
-        dt[i] = now_s() - t0;
-        rt[i] = read_pass(weights, bytes, e.pool);
+    tl_isa top = tl_cpu_detected();
+    int narrow = tl_cpu_f32_stream_256();
+    variant vs[] = {
+        {"f32 own kernel", &f32, TL_MATVEC_OWN, top, -1, NULL, 1, NULL},
+        {"f32 cblas_sgemv", &f32, TL_MATVEC_BLAS, top, -1, NULL, 1, NULL},
+        {"q8_0", &q8, TL_MATVEC_OWN, top, -1, NULL, 1, NULL},
+        /* the fp32 copy the run-time choice did not take, to show what the
+         * choice is worth: the next level down, or (where the AVX-512
+         * level streams with 256-bit vectors, cpu.h) the 512-bit copy */
+        {narrow ? "f32 own, 512-bit" : "f32 own, avx2", &f32, TL_MATVEC_OWN,
+         narrow ? top : TL_ISA_AVX2, narrow ? 0 : -1, NULL, 1, NULL},
+    };
+    int nv = (int)(sizeof vs / sizeof *vs);
+    if (top <= TL_ISA_AVX2)
+        nv--;
+    for (int v = 0; v < nv; v++) {
+        uint64_t h;
+        tl_kv_seq_create(&vs[v].e->kv, &h);
+        vs[v].seq = tl_kv_seq_get(&vs[v].e->kv, h);
+        vs[v].dt = malloc((size_t)steps * sizeof(double));
+        tl_ops_set_matvec(vs[v].kind);
+        step(vs[v].e, &vs[v].seq, &vs[v].token, 1); /* warm-up: page in the weights */
     }
-    double tps = 1.0 / median(dt, steps);
-    *gbs = (double)bytes / median(rt, steps) / 1e9;
-    free(dt);
-    free(rt);
-    engine_close(&e);
-    return tps;
+    /* Each model's own weight bytes are read by the probes: Q8_0's 116 MB
+     * (at 110M) can keep a part of itself in a large last-level cache from
+     * one step to the next where f32's 438 MB cannot, so a limit for it
+     * from a read of the f32 bytes would not bound it. */
+    double *rt[PROBE_KERNELS], *rq[PROBE_KERNELS];
+    for (int k = 0; k < PROBE_KERNELS; k++) {
+        rt[k] = malloc((size_t)steps * sizeof(double));
+        rq[k] = malloc((size_t)steps * sizeof(double));
+    }
+    /* The weights proper: after the 28-byte header, up to the classifier. */
+    const unsigned char *weights = f32.model.ck.bytes + 28;
+    size_t bytes = (size_t)weight_bytes & ~(size_t)511;
+    double q8_weight_bytes = (double)q8.model.quantized_bytes +
+                             (double)(q8.model.cfg.n_layers * 2 + 1) * q8.model.cfg.dim * 4.0;
+    size_t q8_bytes = q8.model.quantized_bytes & ~(size_t)511;
+    int seq_len = f32.model.cfg.seq_len;
+    for (int i = 0; i < steps; i++) {
+        for (int j = 0; j < nv; j++) {
+            variant *v = &vs[(i + j) % nv];
+            if (v->seq->length >= seq_len - 1)
+                tl_kv_seq_truncate(&v->e->kv, v->seq, 0); /* all variants at once */
+            v->token = argmax(v->e->logits, v->e->model.cfg.vocab_size);
+            tl_ops_set_matvec(v->kind);
+            tl_cpu_cap(v->isa);
+            tl_cpu_set_f32_stream_256(v->stream_256);
+            double t0 = now_s();
+            step(v->e, &v->seq, &v->token, 1);
+            v->dt[i] = now_s() - t0;
+        }
+        for (int k = 0; k < PROBE_KERNELS; k++) {
+            probe_kernel pk = (probe_kernel)((i + k) % PROBE_KERNELS);
+            rt[pk][i] = probe_read(pk, weights, bytes, f32.pool);
+            rq[pk][i] = probe_read(pk, q8.model.quantized, q8_bytes, f32.pool);
+        }
+    }
+    tl_ops_set_matvec(TL_MATVEC_OWN);
+    tl_cpu_cap(top);
+    tl_cpu_set_f32_stream_256(-1);
+    double gbs[PROBE_KERNELS], qgbs[PROBE_KERNELS], best = 0, qbest = 0;
+    for (int k = 0; k < PROBE_KERNELS; k++) {
+        gbs[k] = (double)bytes / median(rt[k], steps) / 1e9;
+        qgbs[k] = (double)q8_bytes / median(rq[k], steps) / 1e9;
+        best = gbs[k] > best ? gbs[k] : best;
+        qbest = qgbs[k] > qbest ? qgbs[k] : qbest;
+        free(rt[k]);
+        free(rq[k]);
+    }
+    double limit = best * 1e9 / weight_bytes;
+    /* Q8_0 reads 34 bytes per 32 weights: its limit from the probes' read
+     * of those bytes. */
+    double q8_limit = qbest * 1e9 / q8_weight_bytes;
+    printf("  %d thread%s: read probe %s %.1f GB/s, %s %.1f GB/s -> limit %.1f tok/s\n"
+           "             read probe of the Q8_0 weights (%.1f MB) %.1f / %.1f GB/s -> Q8_0 limit %.1f tok/s\n",
+           threads, threads > 1 ? "s" : "", probe_kernel_name(PROBE_SUM), gbs[PROBE_SUM],
+           probe_kernel_name(PROBE_PREFETCH), gbs[PROBE_PREFETCH], limit, q8_weight_bytes / 1e6,
+           qgbs[PROBE_SUM], qgbs[PROBE_PREFETCH], q8_limit);
+    double base = 0;
+    for (int v = 0; v < nv; v++) {
+        double tps = 1.0 / median(vs[v].dt, steps);
+        int quant = vs[v].e == &q8;
+        double lim = quant ? q8_limit : limit;
+        if (v == 0)
+            base = tps;
+        printf("    %-18s %7.1f tok/s  ", vs[v].name, tps);
+        if (tps > lim)
+            printf("PROBE FAULT: faster than the read limit (%.2fx); the probe is wrong", tps / lim);
+        else
+            printf("%.2f of the %slimit", tps / lim, quant ? "Q8_0 " : "");
+        if (quant)
+            printf("; %.2fx the f32 default (Q8_0 limit %.1f tok/s)", tps / base, lim);
+        else if (v > 0)
+            printf("; default / this = %.2f", base / tps);
+        printf("\n");
+        free(vs[v].dt);
+    }
+    engine_close(&q8);
+    engine_close(&f32);
 }
 
 /* Aggregate tokens/s with n sequences decoding in one batch per step. */
 static double aggregate_speed(const char *path, int threads, int n, int steps)
 {
     engine e;
-    if (engine_open(&e, path, threads, n) != 0)
+    if (engine_open(&e, path, threads, n, TL_DTYPE_F32) != 0)
         exit(1);
     tl_kv_sequence *seqs[64];
     int32_t tokens[64];
@@ -217,7 +277,7 @@ static double aggregate_speed(const char *path, int threads, int n, int steps)
 int main(int argc, char **argv)
 {
     int steps = 256;
-    const char *keep = NULL, *only = NULL;
+    const char *keep = NULL, *only = NULL, *blas_core = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
             steps = atoi(argv[++i]);
@@ -225,10 +285,22 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc)
             keep = argv[++i];
+        else if (strcmp(argv[i], "--blas-core") == 0 && i + 1 < argc)
+            blas_core = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--steps N] [--keep DIR] [--only 110M|15M|batch]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--steps N] [--keep DIR] [--only 110M|15M|batch] "
+                    "[--blas-core NAME]\n", argv[0]);
             return 2;
         }
+    }
+    /* OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, before main: set
+     * it and start again (0.3.21 does not know every CPU and falls back to
+     * its SSE3 kernels, which would make cblas_sgemv a straw man). */
+    if (blas_core && (!getenv("OPENBLAS_CORETYPE") || strcmp(getenv("OPENBLAS_CORETYPE"), blas_core))) {
+        setenv("OPENBLAS_CORETYPE", blas_core, 1);
+        execv("/proc/self/exe", argv);
+        perror("bench_decode: re-exec with OPENBLAS_CORETYPE");
+        return 1;
     }
     if (steps < 8)
         steps = 8;
@@ -260,9 +332,13 @@ int main(int argc, char **argv)
 
     double load[3] = {0, 0, 0};
     getloadavg(load, 3);
-    printf("OpenBLAS core: %s; online CPUs: %ld; load average %.1f (other work skews the "
-           "numbers); decode steps: %d\n", openblas_get_corename(), sysconf(_SC_NPROCESSORS_ONLN),
-           load[0], steps);
+    printf("OpenBLAS core: %s%s; torchlike kernels: %s%s; read probe: %s; online CPUs: %ld\n"
+           "load average %.2f %.2f %.2f (other work skews the numbers); rounds: %d\n",
+           openblas_get_corename(), getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : "",
+           tl_isa_name(tl_cpu_isa()),
+           tl_cpu_isa() >= TL_ISA_AVX512 && tl_cpu_f32_stream_256() ? " (fp32 stream 256-bit)" : "",
+           probe_isa(), sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1],
+           load[2], steps);
     for (int m = 0; m < 2; m++) {
         if (only && strcmp(only, models[m].name) != 0)
             continue;
@@ -271,19 +347,8 @@ int main(int argc, char **argv)
                          models[m].shape.vocab_size, models[m].shape.seq_len, 1};
         double bytes = (double)tl_checkpoint_weight_bytes(&cfg);
         printf("\n%s shape: %.1f MB of weights read per token\n", models[m].name, bytes / 1e6);
-        for (int threads = 1; threads <= 2; threads++) {
-            for (int kind = 0; kind < 2; kind++) {
-                tl_ops_set_matvec((tl_matvec_kind)kind);
-                double bw;
-                double tps = decode_speed(paths[m], threads, steps, &bw);
-                double limit = bw * 1e9 / bytes;
-                printf("  decode %d thread%s, %-11s: %7.1f tok/s; read bandwidth %5.1f GB/s -> "
-                       "limit %6.1f tok/s; ratio %.2f\n", threads, threads > 1 ? "s" : " ",
-                       kind == TL_MATVEC_OWN ? "own kernel" : "cblas_sgemv", tps, bw, limit,
-                       tps / limit);
-            }
-        }
-        tl_ops_set_matvec(TL_MATVEC_OWN);
+        for (int threads = 1; threads <= 2; threads++)
+            decode_compare(paths[m], threads, steps, bytes);
     }
 
     if (only && strcmp(only, "batch") != 0)

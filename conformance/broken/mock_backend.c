@@ -1,13 +1,14 @@
 /* A small, correct byte-level backend — and, compiled with one -DBREAK_<X>,
  * a deliberately broken one. Each BREAK_ violates exactly one clause of
- * CONTRACT.md; conformance/CMakeLists.txt builds one plugin per breakage and
- * asserts the harness reports that clause. With no BREAK_ it must pass.
+ * docs/contract.md; conformance/CMakeLists.txt builds one plugin per
+ * breakage and asserts the harness reports that clause. With no BREAK_ it must pass.
  *
  * Model: vocabulary = 256 bytes + BOS (256) + EOS (257). The logits are a
  * pure function of the whole token history (recomputed from it on every
  * eval, like a model without a cache), so incremental, chunked, forked and
  * batched evaluation all agree exactly. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,11 @@
 #define MOCK_ABI "2.0"
 #else
 #define MOCK_ABI_MAJOR ILAB_ABI_MAJOR
-#define MOCK_ABI "1.0"
+#ifdef BREAK_MANIFEST_ABI
+#define MOCK_ABI "1.2" /* the entry says 1.1 */
+#else
+#define MOCK_ABI "1.1" /* cache.stats */
+#endif
 #endif
 #ifdef BREAK_MANIFEST_NAME
 #define MANIFEST_NAME "someone_else"
@@ -45,6 +50,16 @@
 #define CAP_TOPK "0"
 #define CAP_SAMPLING "host"
 #define CAP_STREAM "false"
+#endif
+/* A text tokenizer (TOK-10): the same byte ids, but text that is whole
+ * code points only, as an HTTP engine's tokenizer gives it. */
+#ifdef MOCK_TEXT_TOKENIZER
+#ifndef MOCK_BACKEND_SAMPLING
+#error "tokenizer: text needs sampling: backend (MOCK_BACKEND_SAMPLING)"
+#endif
+#define CAP_TOKENIZER "text"
+#else
+#define CAP_TOKENIZER "true"
 #endif
 #ifdef BREAK_THREAD_RACE
 #define CAP_THREADS "sequence"
@@ -63,13 +78,14 @@ static const char manifest[] =
     "abi: " MOCK_ABI "\n"
     "description: Byte-level mock backend for the conformance harness's own tests.\n"
     "capabilities:\n"
-    "  tokenizer: true\n"
+    "  tokenizer: " CAP_TOKENIZER "\n"
     "  logits: full\n"
     "  topk_max: " CAP_TOPK "\n"
     "  sampling: " CAP_SAMPLING "\n"
     "  cache:\n"
     "    fork: true\n"
     "    truncate: " TRUNCATE_CAP "\n"
+    "    stats: true\n"
     "  batching:\n"
     "    max_batch: 4\n"
     "  streaming: " CAP_STREAM "\n"
@@ -130,7 +146,12 @@ static ilab_status mock_probe(const ilab_host_t *host, const ilab_config_entry_t
 static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_t *c, size_t n,
                                char *error, size_t cap, ilab_backend_t **out)
 {
-    (void)host; (void)c; (void)n; (void)error; (void)cap;
+    (void)c; (void)n;
+    if (!host || !out) {
+        if (error && cap)
+            snprintf(error, cap, "create: host or out is NULL");
+        return ILAB_INVALID_ARGUMENT;
+    }
     ilab_backend_t *b = calloc(1, sizeof *b);
     if (!b) {
         snprintf(error, cap, "out of memory");
@@ -165,6 +186,10 @@ static ilab_status mock_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
     if (!info)
         return fail(b, ILAB_INVALID_ARGUMENT, "model_info: info is NULL");
+#ifndef BREAK_MODEL_INFO_OVERWRITE
+    if (info->struct_size < sizeof *info)
+        return fail(b, ILAB_ABI_MISMATCH, "model_info: struct_size smaller than ABI 1.0's");
+#endif
     ilab_model_info_t m;
     memset(&m, 0, sizeof m);
     m.struct_size = info->struct_size;
@@ -189,6 +214,29 @@ static ilab_status mock_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 
 /* ---- tokens ------------------------------------------------------------ */
 
+/* The length of the valid UTF-8 code point at s (RFC 3629), 0 if none. */
+__attribute__((unused)) static size_t code_point_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t more;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        more = 1;
+    else if (c >= 0xE0 && c <= 0xEF)
+        more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    if (n <= more)
+        return 0;
+    for (size_t k = 1; k <= more; k++, lo = 0x80, hi = 0xBF)
+        if (s[k] < lo || s[k] > hi)
+            return 0;
+    return more + 1;
+}
+
 static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len, uint32_t flags,
                                  int32_t *tokens, size_t cap, size_t *n_tokens)
 {
@@ -196,11 +244,23 @@ static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len
     if ((!text && len) || !n_tokens || (!tokens && cap))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: NULL argument");
 #endif
+    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flag bits");
+#if defined(MOCK_TEXT_TOKENIZER) && !defined(BREAK_TEXT_ACCEPTS_INVALID)
+    for (size_t i = 0; i < len;) {
+        size_t k = code_point_len((const unsigned char *)text + i, len - i);
+        if (!k)
+            return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: the text is not valid UTF-8 (tokenizer: text)");
+        i += k;
+    }
+#endif
     size_t n = 0;
-    int32_t tmp[4096];
+    int32_t *tmp = malloc((len + 2) * sizeof *tmp); /* one id per byte, plus BOS and EOS */
+    if (!tmp)
+        return fail(b, ILAB_OUT_OF_MEMORY, "tokenize: out of memory");
     if (flags & ILAB_TOKENIZE_ADD_BOS)
         tmp[n++] = BOS;
-    for (size_t i = 0; i < len && n < 4000; i++) {
+    for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)text[i];
 #ifdef BREAK_INVALID_UTF8_CRASH
         if (c == 0xFF)
@@ -210,9 +270,21 @@ static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len
         if (c == '\t')
             continue;
 #endif
+#ifdef BREAK_TEXT_DROPS_4BYTE
+        if (c >= 0xF0 && c <= 0xF4 && code_point_len((const unsigned char *)text + i, len - i) == 4) {
+            i += 3; /* the whole code point is lost */
+            continue;
+        }
+#endif
 #ifdef BREAK_OUT_OF_RANGE_ID
         if (c == 'w') {
             tmp[n++] = VOCAB + 1;
+            continue;
+        }
+#endif
+#ifdef BREAK_OUT_OF_RANGE_EDGE
+        if (c == 'w') {
+            tmp[n++] = VOCAB; /* one past the last id */
             continue;
         }
 #endif
@@ -224,14 +296,25 @@ static ilab_status mock_tokenize(ilab_backend_t *b, const char *text, size_t len
     if (n > cap)
         n = cap;
 #endif
-    *n_tokens = n;
-    if (n > cap)
+#ifdef BREAK_BUFFER_COUNT
+    if (n > cap) { /* refuses, but reports what fitted, not what is needed */
+        free(tmp);
+        *n_tokens = cap;
         return fail(b, ILAB_BUFFER_TOO_SMALL, "tokenize: output buffer too small");
-    memcpy(tokens, tmp, n * sizeof *tokens);
+    }
+#endif
+    *n_tokens = n;
+    if (n > cap) {
+        free(tmp);
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "tokenize: output buffer too small");
+    }
+    if (n)
+        memcpy(tokens, tmp, n * sizeof *tokens);
+    free(tmp);
     return ILAB_OK;
 }
 
-static ilab_status piece_of(ilab_backend_t *b, int32_t t, char *out, size_t *n)
+__attribute__((unused)) static ilab_status piece_of(ilab_backend_t *b, int32_t t, char *out, size_t *n)
 {
 #ifndef BREAK_NO_RANGE_CHECK
     if (t < 0 || t >= VOCAB)
@@ -249,25 +332,137 @@ static ilab_status piece_of(ilab_backend_t *b, int32_t t, char *out, size_t *n)
     return ILAB_OK;
 }
 
+#ifdef MOCK_TEXT_TOKENIZER
+/* The text of ids t[0..n): their bytes with every byte that is not part
+ * of a whole code point replaced by U+FFFD. *out is malloc'ed. */
+static ilab_status text_of(ilab_backend_t *b, const int32_t *t, size_t n, char **out, size_t *len)
+{
+    *out = NULL;
+    unsigned char *bytes = malloc(n + 1);
+    char *s = malloc(3 * n + 1);
+    size_t nb = 0, at = 0;
+    if (!bytes || !s) {
+        free(bytes);
+        free(s);
+        return fail(b, ILAB_OUT_OF_MEMORY, "detokenize: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] < 0 || t[i] >= VOCAB) {
+            free(bytes);
+            free(s);
+            return fail(b, ILAB_INVALID_ARGUMENT, "token id out of range");
+        }
+        if (t[i] != BOS && t[i] != EOS)
+            bytes[nb++] = (unsigned char)t[i];
+    }
+    for (size_t i = 0; i < nb;) {
+        size_t k = code_point_len(bytes + i, nb - i);
+        if (k) {
+            memcpy(s + at, bytes + i, k);
+            at += k;
+            i += k;
+        } else {
+            memcpy(s + at, "\xEF\xBF\xBD", 3);
+            at += 3;
+            i++;
+        }
+    }
+    s[at] = '\0';
+    free(bytes);
+    *out = s;
+    *len = at;
+    return ILAB_OK;
+}
+
+static ilab_status copy_out(ilab_backend_t *b, const char *s, size_t n, char *out, size_t cap, size_t *len)
+{
+    *len = n;
+    if (n + 1 > cap)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "output buffer too small");
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return ILAB_OK;
+}
+
+static ilab_status mock_detokenize(ilab_backend_t *b, const int32_t *tokens, size_t n, char *text,
+                                   size_t cap, size_t *len)
+{
+    if ((!tokens && n) || !len || (!text && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "detokenize: NULL argument");
+    char *s = NULL;
+    size_t sl = 0;
+    ilab_status st = text_of(b, tokens, n, &s, &sl);
+    if (st == ILAB_OK)
+        st = copy_out(b, s, sl, text, cap, len);
+    free(s);
+    return st;
+}
+
+/* What the token adds to the text of [prev]: the text of [prev, token]
+ * past it, or the token's own text where that is not an extension. */
+static ilab_status mock_token_piece(ilab_backend_t *b, int32_t prev, int32_t token, char *piece,
+                                    size_t cap, size_t *len)
+{
+    if (!len || (!piece && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: NULL argument");
+    if (prev < -1 || prev >= VOCAB)
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: prev_token is not -1 or a valid id");
+    int32_t pair[2] = {prev, token};
+    char *both = NULL, *alone = NULL;
+    size_t nb = 0, na = 0;
+    ilab_status st = text_of(b, prev < 0 ? pair + 1 : pair, prev < 0 ? 1 : 2, &both, &nb);
+    if (st != ILAB_OK)
+        return st;
+    st = text_of(b, pair, prev < 0 ? 0 : 1, &alone, &na);
+    if (st != ILAB_OK) {
+        free(both);
+        return st;
+    }
+    const char *p = both + na;
+    size_t pl = nb - na;
+    if (na > nb || memcmp(both, alone, na) != 0) {
+        free(both);
+        st = text_of(b, &token, 1, &both, &nb);
+        p = both;
+        pl = nb;
+    }
+#ifdef BREAK_TEXT_PIECE
+    char wrong[] = "_";
+    if (st == ILAB_OK && token == ' ')
+        p = wrong;
+#endif
+    if (st == ILAB_OK)
+        st = copy_out(b, p, pl, piece, cap, len);
+    free(both);
+    free(alone);
+    return st;
+}
+#else
 static ilab_status mock_detokenize(ilab_backend_t *b, const int32_t *tokens, size_t n, char *text,
                                    size_t cap, size_t *len)
 {
     if ((!tokens && n) || !len || (!text && cap))
         return fail(b, ILAB_INVALID_ARGUMENT, "detokenize: NULL argument");
     size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* the size first: nothing is written unless it fits */
         char p[4];
         size_t k;
         ilab_status st = piece_of(b, tokens[i], p, &k);
         if (st != ILAB_OK)
             return st;
-        if (at + k < cap)
-            memcpy(text + at, p, k);
         at += k;
     }
     *len = at;
     if (at + 1 > cap)
         return fail(b, ILAB_BUFFER_TOO_SMALL, "detokenize: output buffer too small");
+    at = 0;
+    for (size_t i = 0; i < n; i++) {
+        char p[4];
+        size_t k = 0; /* piece_of() sets it; GCC -O2 cannot see that through the id check */
+        piece_of(b, tokens[i], p, &k);
+        memcpy(text + at, p, k);
+        at += k;
+    }
     text[at] = '\0';
     return ILAB_OK;
 }
@@ -275,9 +470,10 @@ static ilab_status mock_detokenize(ilab_backend_t *b, const int32_t *tokens, siz
 static ilab_status mock_token_piece(ilab_backend_t *b, int32_t prev, int32_t token, char *piece,
                                     size_t cap, size_t *len)
 {
-    (void)prev;
     if (!len || (!piece && cap))
         return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: NULL argument");
+    if (prev < -1 || prev >= VOCAB)
+        return fail(b, ILAB_INVALID_ARGUMENT, "token_piece: prev_token is not -1 or a valid id");
     char p[4];
     size_t k;
     ilab_status st = piece_of(b, token, p, &k);
@@ -294,8 +490,13 @@ static ilab_status mock_token_piece(ilab_backend_t *b, int32_t prev, int32_t tok
     piece[k] = '\0';
     return ILAB_OK;
 }
+#endif
 
 /* ---- sequences --------------------------------------------------------- */
+
+#define POOL_BLOCK 4
+#define POOL_BLOCKS (MAX_SEQS * MAX_CONTEXT / POOL_BLOCK / 2)
+static int32_t pool_used(const ilab_backend_t *b);
 
 static seq_slot *slot_of(ilab_backend_t *b, ilab_seq_t s)
 {
@@ -355,6 +556,8 @@ static ilab_status mock_seq_fork(ilab_backend_t *b, ilab_seq_t parent, ilab_seq_
     seq_slot *p = slot_of(b, parent);
     if (!p || !child)
         return fail(b, ILAB_INVALID_ARGUMENT, "seq_fork: stale or unknown parent");
+    if ((p->len + POOL_BLOCK - 1) / POOL_BLOCK > POOL_BLOCKS - pool_used(b))
+        return fail(b, ILAB_OUT_OF_MEMORY, "seq_fork: the KV pool has too few free blocks");
     ilab_seq_t c;
     ilab_status st = mock_seq_create(b, &c);
     if (st != ILAB_OK)
@@ -394,6 +597,35 @@ __attribute__((unused)) static ilab_status mock_seq_length(ilab_backend_t *b, il
     return ILAB_OK;
 }
 
+/* ---- the KV pool (cache.stats) --------------------------------------------
+ * POOL_BLOCKS blocks of POOL_BLOCK positions, half of what every slot at
+ * full length would take, so the pool and not the slots runs out first.
+ * A sequence holds ceil(len / POOL_BLOCK) blocks of its own (a fork copies). */
+static int32_t pool_used(const ilab_backend_t *b)
+{
+    int32_t used = 0;
+    for (int i = 0; i < MAX_SEQS; i++)
+        if (b->seqs[i].used)
+            used += (b->seqs[i].len + POOL_BLOCK - 1) / POOL_BLOCK;
+    return used;
+}
+
+static ilab_status mock_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
+{
+    if (!stats)
+        return fail(b, ILAB_INVALID_ARGUMENT, "cache_stats: NULL stats");
+    if (stats->struct_size < sizeof *stats)
+        return fail(b, ILAB_ABI_MISMATCH, "cache_stats: struct_size smaller than ABI 1.1's");
+    int32_t blocks = POOL_BLOCKS;
+#ifdef BREAK_CACHE_STATS
+    blocks += 1; /* counts a block the pool does not have */
+#endif
+    stats->block_size = POOL_BLOCK;
+    stats->total_positions = (int64_t)blocks * POOL_BLOCK;
+    stats->free_positions = (int64_t)(blocks - pool_used(b)) * POOL_BLOCK;
+    return ILAB_OK;
+}
+
 /* The "model": a pure function of the history. */
 static void logits_of(ilab_backend_t *b, const int32_t *t, int32_t n, float *out)
 {
@@ -421,6 +653,13 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: items NULL, empty or more than max_batch 4");
     for (size_t i = 0; i < n_items; i++) {
         const ilab_batch_item_t *it = items[i];
+        if (it && it->struct_size < sizeof *it)
+            return fail(b, ILAB_ABI_MISMATCH, "eval: item struct_size smaller than ABI 1.0's");
+        if (it && !ilab_struct_tail_is_zero(it, sizeof *it))
+            return fail(b, ILAB_ABI_MISMATCH, "eval: an item sets a member past ilab_batch_item_t "
+                                              "this plugin cannot read");
+        if (it && (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS))
+            return fail(b, ILAB_INVALID_ARGUMENT, "eval: unknown item flag bits");
         seq_slot *s = it ? slot_of(b, it->seq) : NULL;
         if (!s || !it->tokens || it->n_tokens < 1)
             return fail(b, ILAB_INVALID_ARGUMENT, "eval: stale handle, NULL tokens or n_tokens < 1");
@@ -435,6 +674,15 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
             return fail(b, ILAB_CONTEXT_OVERFLOW, "eval: the sequence would pass max_context 64");
 #endif
     }
+    int32_t more = 0;
+    for (size_t i = 0; i < n_items; i++) {
+        const seq_slot *s = slot_of(b, items[i]->seq);
+        int32_t end = s->len + items[i]->n_tokens;
+        end = end > MAX_CONTEXT ? MAX_CONTEXT : end; /* BREAK_WRAP */
+        more += (end + POOL_BLOCK - 1) / POOL_BLOCK - (s->len + POOL_BLOCK - 1) / POOL_BLOCK;
+    }
+    if (more > POOL_BLOCKS - pool_used(b))
+        return fail(b, ILAB_OUT_OF_MEMORY, "eval: the KV pool has too few free blocks");
     for (size_t i = 0; i < n_items; i++) {
         const ilab_batch_item_t *it = items[i];
         seq_slot *s = slot_of(b, it->seq);
@@ -487,6 +735,13 @@ static ilab_status mock_eval(ilab_backend_t *b, const ilab_batch_item_t *const *
             if (it->n_tokens == 1 && s->len > 1)
                 it->logits[(size_t)r * VOCAB + 3] += 0.01f * (float)s->len;
 #endif
+#ifdef BREAK_CACHE_DRIFT_TAIL
+            /* A small fixed drift (1e-3, ten times the tolerance, too
+             * small to move the argmax) on the vocabulary's last token
+             * only: a check that compares part of the logits misses it. */
+            if (it->n_tokens == 1 && s->len > 1)
+                it->logits[(size_t)r * VOCAB + VOCAB - 1] += 1e-3f;
+#endif
 #ifdef BREAK_BATCH
             if (n_items > 1)
                 it->logits[(size_t)r * VOCAB + 5] += 0.25f;
@@ -522,6 +777,13 @@ static int32_t sample(const float *logits, const int32_t *hist, int32_t n_hist, 
 {
     static double pairs[VOCAB][2];
     double l[VOCAB];
+    /* logprobs are of the raw logits, whatever the processors do (SMP-6) */
+    double raw_max = logits[0], raw_sum = 0;
+    for (int32_t v = 1; v < VOCAB; v++)
+        raw_max = logits[v] > raw_max ? logits[v] : raw_max;
+    for (int32_t v = 0; v < VOCAB; v++)
+        raw_sum += exp(logits[v] - raw_max);
+    double raw_lse = raw_max + log(raw_sum);
     for (int32_t v = 0; v < VOCAB; v++) {
         l[v] = logits[v];
         if (sp->repetition_penalty != 1.0f)
@@ -544,7 +806,7 @@ static int32_t sample(const float *logits, const int32_t *hist, int32_t n_hist, 
         T = 1.0;
 #endif
     if (T <= 0) {
-        *logprob = 0;
+        *logprob = (float)(logits[best] - raw_lse);
         return best;
     }
 #ifdef BREAK_ORDER
@@ -588,23 +850,64 @@ static int32_t sample(const float *logits, const int32_t *hist, int32_t n_hist, 
     for (int32_t i = 0; i < n; i++) {
         acc += exp(pairs[i][0] - pairs[0][0]) / sum;
         if (u < acc || i == n - 1) {
-            *logprob = (float)(pairs[i][0] - pairs[0][0] - log(sum));
+            *logprob = (float)(logits[(int32_t)pairs[i][1]] - raw_lse);
             return (int32_t)pairs[i][1];
         }
     }
+    *logprob = (float)(logits[best] - raw_lse);
     return best;
+}
+
+/* A refused request still gets its one ERROR event (STR-9). */
+static ilab_status refuse(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn, void *user,
+                          ilab_status st, const char *message)
+{
+    fail(b, st, message);
+    ilab_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.struct_size = sizeof ev;
+    ev.type = ILAB_EVENT_ERROR;
+    ev.request_id = r->request_id;
+    ev.finish_reason = ILAB_FINISH_ERROR;
+    ev.status = st;
+    ev.message = message;
+    fn(user, &ev);
+    return st;
+}
+
+static bool is_stop_id(const ilab_generate_request_t *r, int32_t t)
+{
+    for (size_t i = 0; i < r->n_stop_token_ids; i++)
+        if (r->stop_token_ids[i] == t)
+            return true;
+    return false;
 }
 
 static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn,
                                  void *user)
 {
-    if (!r || !r->prompt_tokens || r->n_prompt_tokens == 0 || r->max_tokens <= 0)
-        return fail(b, ILAB_INVALID_ARGUMENT, "generate: NULL request, empty prompt or max_tokens <= 0");
+    if (!r || !fn)
+        return fail(b, ILAB_INVALID_ARGUMENT, "generate: NULL request or callback");
+    if (!r->prompt_tokens || r->n_prompt_tokens == 0 || r->max_tokens <= 0)
+        return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: empty prompt or max_tokens <= 0");
+    if (!r->sampling || r->sampling->struct_size < sizeof *r->sampling ||
+        !ilab_struct_tail_is_zero(r->sampling, sizeof *r->sampling))
+        return refuse(b, r, fn, user, ILAB_ABI_MISMATCH,
+                      "generate: no sampling parameters, or a struct_size this plugin cannot read");
+    if (r->sampling->presence_penalty != 0.0f || r->sampling->frequency_penalty != 0.0f)
+        return refuse(b, r, fn, user, ILAB_UNSUPPORTED,
+                      "generate: presence/frequency penalties are not implemented by this plugin");
     if (r->n_prompt_tokens + (size_t)r->max_tokens > MAX_CONTEXT + 256)
-        return fail(b, ILAB_INVALID_ARGUMENT, "generate: request too long");
+        return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: request too long");
+    if (r->top_logprobs < 0 || r->top_logprobs > atoi(CAP_TOPK)) /* SMP-7: refused, never clamped */
+        return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT,
+                      "generate: top_logprobs is negative or above topk_max " CAP_TOPK);
     for (size_t i = 0; i < r->n_prompt_tokens; i++)
         if (r->prompt_tokens[i] < 0 || r->prompt_tokens[i] >= VOCAB)
-            return fail(b, ILAB_INVALID_ARGUMENT, "generate: prompt token out of range");
+            return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: prompt token out of range");
+    for (size_t i = 0; i < r->n_stop_token_ids; i++)
+        if (!r->stop_token_ids || r->stop_token_ids[i] < 0 || r->stop_token_ids[i] >= VOCAB)
+            return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: stop token id out of range");
     int32_t hist[MAX_CONTEXT + 512];
     int32_t n = (int32_t)r->n_prompt_tokens;
     memcpy(hist, r->prompt_tokens, (size_t)n * sizeof *hist);
@@ -613,7 +916,7 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
     for (size_t i = 0; i < r->n_stop; i++)
         if (strlen(r->stop[i]) > maxstop)
             maxstop = strlen(r->stop[i]);
-    uint64_t rng = r->sampling.seed;
+    uint64_t rng = r->sampling->seed;
 #ifdef BREAK_UNSEEDED
     static uint64_t drift;
     rng += ++drift;
@@ -622,6 +925,7 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
     ilab_event_t ev;
     float logits[VOCAB];
     ilab_finish_reason why = ILAB_FINISH_LENGTH;
+    bool by_stop_string = false;
     uint32_t emitted = 0;
     for (int32_t step = 0; step < r->max_tokens; step++) {
         if (n >= MAX_CONTEXT) {
@@ -636,8 +940,8 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
 #endif
         logits_of(b, hist, n, logits);
         float lp = 0;
-        int32_t t = sample(logits, hist, n, &r->sampling, &rng, &lp);
-        if (t == EOS && !r->ignore_eos) {
+        int32_t t = sample(logits, hist, n, r->sampling, &rng, &lp);
+        if ((t == EOS && !r->ignore_eos) || is_stop_id(r, t)) {
             why = ILAB_FINISH_STOP;
             break;
         }
@@ -655,7 +959,8 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
             upto = stop_at;
         else
 #endif
-        if (maxstop > 1 && step + 1 < r->max_tokens)
+        /* the last token is known (max_tokens, the context full): nothing held (STR-7) */
+        if (maxstop > 1 && step + 1 < r->max_tokens && n < MAX_CONTEXT)
             upto = all > maxstop - 1 ? all - (maxstop - 1) : 0;
         if (upto < sent)
             upto = sent;
@@ -704,6 +1009,7 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
         int stop_asked = fn ? fn(user, &ev) : 0;
         if (stop_at != (size_t)-1) {
             why = ILAB_FINISH_STOP;
+            by_stop_string = true;
             break;
         }
 #ifndef BREAK_CANCEL_IGNORED
@@ -724,10 +1030,17 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
         why = ILAB_FINISH_STOP;
 #endif
     ev.finish_reason = why;
+    if (why != ILAB_FINISH_CANCELLED && !by_stop_string) { /* held bytes are never lost (STR-2) */
+        ev.text = text + sent;
+        ev.text_len = all - sent;
+    }
     ev.prompt_tokens = (uint32_t)r->n_prompt_tokens;
     ev.completion_tokens = emitted;
 #ifdef BREAK_USAGE
     ev.completion_tokens = emitted + 1;
+#endif
+#ifdef BREAK_NO_FINISH
+    return ILAB_OK; /* the stream just stops: no terminal event */
 #endif
     if (fn)
         fn(user, &ev);
@@ -795,6 +1108,7 @@ static const ilab_backend_api_t api = {
     .eval = mock_eval,
     .generate = mock_generate,
     .cancel = mock_cancel,
+    .cache_stats = mock_cache_stats,
 };
 
 #ifdef BREAK_NO_ENTRY

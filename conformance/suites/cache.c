@@ -259,39 +259,96 @@ out:
     return r;
 }
 
+typedef struct seq_cycle_ctx {
+    int32_t tok[4];
+    ilab_seq_t *issued; /* every handle seq_create returned, to catch reuse */
+    int n_issued;
+} seq_cycle_ctx;
+
+static bool seq_cycle_once(conf_env *env, int i, void *ctx, char *msg, size_t cap)
+{
+    seq_cycle_ctx *c = ctx;
+    ilab_seq_t s = 0;
+    ilab_status st = env->api->seq_create(env->be, &s);
+    /* a few tokens allocate the sequence's first cache block(s) */
+    if (st == ILAB_OK)
+        st = conf_eval1(env, s, c->tok, 1 + i % 4, 0, NULL);
+    if (st != ILAB_OK) {
+        CONF_MSG("cycle %d: seq_create/eval returned %s", i, ilab_status_name(st));
+        return false;
+    }
+    for (int k = 0; k < c->n_issued; k++)
+        if (c->issued[k] == s || s == ILAB_SEQ_NONE) {
+            CONF_MSG("cycle %d: seq_create returned handle %llu, issued before in cycle %d (a handle "
+                     "is never reused, CCH-6)", i, (unsigned long long)s, k);
+            return false;
+        }
+    c->issued[c->n_issued++] = s;
+    st = env->api->seq_free(env->be, s);
+    if (st != ILAB_OK) {
+        CONF_MSG("cycle %d: seq_free returned %s", i, ilab_status_name(st));
+        return false;
+    }
+    return true;
+}
+
+/* A stale handle whose slot now holds another sequence must not reach it. */
+static conf_result stale_after_reuse(conf_env *env, const int32_t *tok, char *msg, size_t cap)
+{
+    ilab_seq_t a = 0, b = 0;
+    int32_t len = -1;
+    ilab_status st = env->api->seq_create(env->be, &a);
+    if (st == ILAB_OK)
+        st = conf_eval1(env, a, tok, 2, 0, NULL);
+    if (st == ILAB_OK)
+        st = env->api->seq_free(env->be, a);
+    if (st == ILAB_OK)
+        st = env->api->seq_create(env->be, &b);
+    if (st == ILAB_OK)
+        st = conf_eval1(env, b, tok, 3, 0, NULL);
+    CONF_CHECK(st == ILAB_OK, "seq_create/eval/seq_free returned %s", ilab_status_name(st));
+    conf_result r = CONF_FAIL;
+    if ((st = env->api->seq_length(env->be, a, &len)) != ILAB_INVALID_ARGUMENT)
+        CONF_MSG("seq_length(freed handle %llu, its slot reused by %llu) returned %s, want INVALID_ARGUMENT",
+                 (unsigned long long)a, (unsigned long long)b, ilab_status_name(st));
+    else if ((st = conf_eval1(env, a, tok, 1, 0, NULL)) != ILAB_INVALID_ARGUMENT)
+        CONF_MSG("eval(freed handle %llu, its slot reused) returned %s, want INVALID_ARGUMENT",
+                 (unsigned long long)a, ilab_status_name(st));
+    else if ((st = env->api->seq_free(env->be, a)) != ILAB_INVALID_ARGUMENT)
+        CONF_MSG("seq_free(freed handle %llu, its slot reused) returned %s, want INVALID_ARGUMENT",
+                 (unsigned long long)a, ilab_status_name(st));
+    else if ((st = env->api->seq_length(env->be, b, &len)) != ILAB_OK || len != 3)
+        CONF_MSG("the live sequence in the reused slot has length %d (%s) after calls on the stale "
+                 "handle, want 3", len, ilab_status_name(st));
+    else
+        r = CONF_PASS;
+    env->api->seq_free(env->be, b);
+    return r;
+}
+
+/* CCH-6: seq_free releases what the sequence held (by slope of the live
+ * heap), handles are never reused, stale handles are refused. */
 conf_result conf_cch6_free(conf_env *env, char *msg, size_t cap)
 {
     NEED_CACHE();
-    int32_t tok[4];
-    conf_prompt_tokens(env, env->opt->seed + 28, tok, 4);
-    const size_t bound = (size_t)32 << 20;
-    size_t rss0 = 0;
-    ilab_seq_t last = 0;
-    for (int i = 0; i < 10000; i++) {
-        if (i == 1000)
-            rss0 = conf_rss_bytes();
-        ilab_seq_t s = 0;
-        ilab_status st = env->api->seq_create(env->be, &s);
-        /* one token allocates the sequence's first cache block */
-        if (st == ILAB_OK)
-            st = conf_eval1(env, s, tok, 1, 0, NULL);
-        CONF_CHECK(st == ILAB_OK, "cycle %d: seq_create/eval returned %s", i, ilab_status_name(st));
-        st = env->api->seq_free(env->be, s);
-        CONF_CHECK(st == ILAB_OK, "cycle %d: seq_free returned %s", i, ilab_status_name(st));
-        CONF_CHECK(s != last, "cycle %d: handle %llu was reused (handles must never be reused)", i,
-                   (unsigned long long)s);
-        last = s;
+    enum { WARMUP = 50, CYCLES = 400 };
+    seq_cycle_ctx c = {.issued = calloc(WARMUP + CYCLES, sizeof(ilab_seq_t))};
+    conf_prompt_tokens(env, env->opt->seed + 28, c.tok, 4);
+    conf_result r = CONF_FAIL;
+    char leak_msg[CONF_MSG_CAP] = "";
+    if (!conf_leak_slope(env, "sequence create/eval/free cycle", WARMUP, CYCLES, seq_cycle_once, &c, &r,
+                         leak_msg, sizeof leak_msg)) {
+        CONF_MSG("%s", leak_msg);
+        free(c.issued);
+        return r;
     }
-    size_t rss1 = conf_rss_bytes();
-    size_t grew = rss1 > rss0 ? rss1 - rss0 : 0;
-    CONF_CHECK(grew <= bound, "resident memory grew %.1f MB over 9,000 create/free cycles (bound %zu MB)",
-               (double)grew / 1048576.0, bound >> 20);
-    /* the freed handle is stale now */
+    ilab_seq_t last = c.issued[c.n_issued - 1];
+    free(c.issued);
     int32_t len;
     ilab_status st = env->api->seq_length(env->be, last, &len);
     CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "seq_length(freed handle) returned %s, want INVALID_ARGUMENT",
                ilab_status_name(st));
-    st = conf_eval1(env, last, tok, 1, 0, NULL);
+    st = conf_eval1(env, last, c.tok, 1, 0, NULL);
     CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "eval(freed handle) returned %s, want INVALID_ARGUMENT",
                ilab_status_name(st));
     st = env->api->seq_free(env->be, last);
@@ -300,8 +357,10 @@ conf_result conf_cch6_free(conf_env *env, char *msg, size_t cap)
     st = env->api->seq_length(env->be, ILAB_SEQ_NONE, &len);
     CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "seq_length(0) returned %s, want INVALID_ARGUMENT",
                ilab_status_name(st));
-    CONF_MSG("resident memory grew %.1f MB over 9,000 cycles", (double)grew / 1048576.0);
-    return CONF_PASS;
+    r = stale_after_reuse(env, c.tok, msg, cap);
+    if (r == CONF_PASS)
+        CONF_MSG("%s", leak_msg);
+    return r;
 }
 
 conf_result conf_cch7_interleaved(conf_env *env, char *msg, size_t cap)

@@ -127,9 +127,8 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
         capname = "sampling: backend";
         ilab_generate_request_t req = {.struct_size = sizeof req, .request_id = 77, .prompt_tokens = &tok,
                                        .n_prompt_tokens = 1, .max_tokens = 1};
-        req.sampling.struct_size = sizeof req.sampling;
-        req.sampling.top_p = 1;
-        req.sampling.repetition_penalty = 1;
+        ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
+        req.sampling = &sampling;
         UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "generate()");
     }
     if (!m->cancel && m->sampling == ILAB_SAMPLING_BACKEND) {

@@ -73,7 +73,7 @@ conf_result conf_log3_batch(conf_env *env, char *msg, size_t cap)
     for (int i = 0; i < n_items; i++) {
         conf_prompt_tokens(env, env->opt->seed + 10 + (uint64_t)i, p[i], lens[i]);
         alone[i] = calloc((size_t)v, sizeof(float));
-        batched[i] = calloc((size_t)v, sizeof(float));
+        batched[i] = conf_guarded_alloc((size_t)v);
         if (st == ILAB_OK)
             st = conf_fresh_logits(env, p[i], lens[i], alone[i]);
         if (st == ILAB_OK)
@@ -92,14 +92,15 @@ conf_result conf_log3_batch(conf_env *env, char *msg, size_t cap)
     for (int i = 0; i < n_items && r == CONF_PASS; i++) {
         char what[64];
         snprintf(what, sizeof what, "batch item %d (of %d)", i, n_items);
-        if (!conf_logits_close(batched[i], alone[i], v, what, msg, cap))
+        if (!conf_guarded_check(batched[i], (size_t)v, what, msg, cap) ||
+            !conf_logits_close(batched[i], alone[i], v, what, msg, cap))
             r = CONF_FAIL;
     }
     for (int i = 0; i < n_items; i++) {
         if (seq[i])
             env->api->seq_free(env->be, seq[i]);
         free(alone[i]);
-        free(batched[i]);
+        conf_guarded_free(batched[i]);
     }
     return r;
 }

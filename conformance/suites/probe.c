@@ -7,13 +7,14 @@
 conf_result conf_prb1_answers(conf_env *env, char *msg, size_t cap)
 {
     ilab_status st = env->probe_status;
-    CONF_CHECK(st == ILAB_OK || st == ILAB_UNAVAILABLE,
-               "probe() returned %s (%d); want OK or UNAVAILABLE", ilab_status_name(st), (int)st);
+    CONF_CHECK(st == ILAB_OK || st == ILAB_UNAVAILABLE || st == ILAB_INVALID_ARGUMENT || st == ILAB_ABI_MISMATCH,
+               "probe() returned %s (%d); want OK, UNAVAILABLE, INVALID_ARGUMENT (a configuration value it "
+               "rejects) or ABI_MISMATCH (a host table it cannot use)", ilab_status_name(st), (int)st);
     CONF_CHECK(env->probe_seconds <= 2.0, "probe() took %.2f s; the contract allows 2 s",
                env->probe_seconds);
-    if (st == ILAB_UNAVAILABLE) {
-        CONF_CHECK(env->reason[0] != '\0', "probe() said UNAVAILABLE without a reason");
-        CONF_MSG("unavailable after %.0f ms: %s", env->probe_seconds * 1000, env->reason);
+    if (st != ILAB_OK) {
+        CONF_CHECK(env->reason[0] != '\0', "probe() said %s without a reason", ilab_status_name(st));
+        CONF_MSG("%s after %.0f ms: %s", ilab_status_name(st), env->probe_seconds * 1000, env->reason);
     }
     return CONF_PASS;
 }
@@ -63,9 +64,8 @@ conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap)
         int32_t tok = 0;
         ilab_generate_request_t req = {.struct_size = sizeof req, .request_id = 1,
                                        .prompt_tokens = &tok, .n_prompt_tokens = 1, .max_tokens = 1};
-        req.sampling.struct_size = sizeof req.sampling;
-        req.sampling.top_p = 1;
-        req.sampling.repetition_penalty = 1;
+        ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
+        req.sampling = &sampling;
         st = env->api->generate(b, &req, NULL, NULL);
         if (st == ILAB_OK) {
             CONF_MSG("probe() said unavailable (%s) but generate() succeeded", env->reason);

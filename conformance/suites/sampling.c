@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chi_square.h"
 #include "suites.h"
 
 #define PROMPT 6
@@ -178,19 +179,13 @@ conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
     r = draws(env, &p, counts, N, msg, cap);
     if (r != CONF_PASS)
         goto out;
-    /* chi-square over tokens expected >= 5 times, the rest pooled */
-    double chi = 0, rest_e = 0, rest_o = 0;
-    int bins = 0;
-    for (int32_t i = 0; i < v; i++) {
-        double e = prob[i] * N;
-        if (e >= 5) {
-            chi += (counts[i] - e) * (counts[i] - e) / e;
-            bins++;
-        } else {
-            rest_e += e;
-            rest_o += counts[i];
-        }
-    }
+    conf_chi_square cs = conf_chi_square_by_token(counts, prob, v, N);
+    double chi = cs.chi, rest_e = cs.rest_expected, rest_o = cs.rest_observed;
+    int bins = cs.bins;
+    /* The rare tokens pooled into one bin when it is big enough. Unlike
+     * SMP-5's reference (sampling_ref.c), every token has weight under a
+     * plain softmax, so a few draws on them are expected: only many more
+     * than that fail. */
     if (rest_e >= 5) {
         chi += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
         bins++;
@@ -202,9 +197,7 @@ conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
     }
     int df = bins - 1;
     if (df >= 1) {
-        /* Wilson-Hilferty: the 0.999 quantile of chi-square(df) */
-        double z = 3.09, k = df;
-        double crit = k * pow(1 - 2 / (9 * k) + z * sqrt(2 / (9 * k)), 3);
+        double crit = conf_chi_square_quantile(df, 3.09); /* p < 0.001 */
         if (chi > crit) {
             CONF_MSG("sampled first tokens do not follow softmax(logits/%.1f): chi-square %.1f > %.1f (df %d, p<0.001, %d draws, seed %llu)",
                      (double)T, chi, crit, df, N, (unsigned long long)env->opt->seed);

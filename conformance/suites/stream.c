@@ -1,9 +1,11 @@
 /* STR clauses: the event stream of a request, generated the way the host
  * does it (conf_generate: the plugin's generate() or the host engine). */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "suites.h"
+#include "text_tokens.h"
 
 #define PROMPT 6
 
@@ -12,19 +14,6 @@ static bool can_stream(const conf_env *env)
     return env->m->sampling == ILAB_SAMPLING_HOST || env->m->streaming;
 }
 #define NEED_STREAM() CONF_SKIP_UNLESS(can_stream(env), "streaming")
-
-static conf_result run(conf_env *env, conf_gen_params *p, conf_gen *g, char *msg, size_t cap)
-{
-    conf_result r = conf_generate(env, p, g, msg, cap);
-    if (r != CONF_PASS)
-        return r;
-    if (g->status != ILAB_OK && g->finish_reason != ILAB_FINISH_CANCELLED) {
-        CONF_MSG("generation failed: %s: %s", ilab_status_name(g->status), g->error);
-        conf_gen_free(g);
-        return CONF_FAIL;
-    }
-    return CONF_PASS;
-}
 
 static bool grammar_ok(const conf_gen *g, const char *what, char *msg, size_t cap)
 {
@@ -63,7 +52,7 @@ conf_result conf_str1_grammar(conf_env *env, char *msg, size_t cap)
             gp.sampling.seed = env->opt->seed;
         }
         conf_gen g;
-        conf_result r = run(env, &gp, &g, msg, cap);
+        conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
         if (r != CONF_PASS)
             return r;
         bool ok = grammar_ok(&g, cases[i], msg, cap);
@@ -78,16 +67,12 @@ conf_result conf_str2_text(conf_env *env, char *msg, size_t cap)
 {
     NEED_STREAM();
     int32_t p[PROMPT];
-    conf_prompt_tokens(env, env->opt->seed + 41, p, PROMPT);
     conf_gen_params gp;
-    conf_gen_params_default(&gp, p, PROMPT);
-    gp.max_tokens = 16;
-    gp.ignore_eos = true;
     conf_gen a, b;
-    conf_result r = run(env, &gp, &a, msg, cap);
+    conf_result r = conf_greedy_stream(env, env->opt->seed + 41, p, PROMPT, 16, &gp, &a, msg, cap);
     if (r != CONF_PASS)
         return r;
-    r = run(env, &gp, &b, msg, cap);
+    r = conf_stream_run(env, &gp, &b, msg, cap);
     if (r != CONF_PASS) {
         conf_gen_free(&a);
         return r;
@@ -101,15 +86,26 @@ conf_result conf_str2_text(conf_env *env, char *msg, size_t cap)
         CONF_MSG("the same greedy request streamed different text twice (%zu vs %zu bytes)", a.text_len, b.text_len);
         goto out;
     }
-    if (env->m->tokenizer) {
+    bool defined = true;
+    if (env->m->tokenizer && !conf_output_text_defined(env, p[PROMPT - 1], a.tokens, a.n_tokens, &defined, msg, cap))
+        goto out;
+    if (!defined && !conf_utf8_valid(a.text, a.text_len)) {
+        CONF_MSG("the TOKEN texts (%zu bytes) are not valid UTF-8 (tokenizer: text, TOK-10)", a.text_len);
+        goto out;
+    }
+    if (env->m->tokenizer && defined) {
         size_t len;
-        char *d = conf_detokenize(env, a.tokens, a.n_tokens, &len, msg, cap);
+        char *d = conf_output_text(env, p[PROMPT - 1], a.tokens, a.n_tokens, &len, msg, cap);
         if (!d)
             goto out;
         bool same = len == a.text_len && memcmp(d, a.text, len) == 0;
         free(d);
         if (!same) {
-            CONF_MSG("concatenated TOKEN text (%zu bytes) != detokenize of the TOKEN ids (%zu bytes)", a.text_len, len);
+            /* Not detokenize(ids): a piece depends on the token before it
+             * (a SentencePiece word start after the prompt keeps its space). */
+            CONF_MSG("concatenated TOKEN text (%zu bytes) != the output text, token_piece over the %zu TOKEN ids "
+                     "after prompt token %d (%zu bytes; seed %" PRIu64 ")", a.text_len, a.n_tokens,
+                     (int)p[PROMPT - 1], len, env->opt->seed);
             goto out;
         }
     }
@@ -124,13 +120,9 @@ conf_result conf_str3_finish(conf_env *env, char *msg, size_t cap)
 {
     NEED_STREAM();
     int32_t p[PROMPT];
-    conf_prompt_tokens(env, env->opt->seed + 42, p, PROMPT);
     conf_gen_params gp;
-    conf_gen_params_default(&gp, p, PROMPT);
-    gp.max_tokens = 7;
-    gp.ignore_eos = true;
     conf_gen g;
-    conf_result r = run(env, &gp, &g, msg, cap);
+    conf_result r = conf_greedy_stream(env, env->opt->seed + 42, p, PROMPT, 7, &gp, &g, msg, cap);
     if (r != CONF_PASS)
         return r;
     size_t n = g.n_tokens;
@@ -149,14 +141,11 @@ conf_result conf_str4_cancel(conf_env *env, char *msg, size_t cap)
 {
     NEED_STREAM();
     int32_t p[PROMPT];
-    conf_prompt_tokens(env, env->opt->seed + 43, p, PROMPT);
     conf_gen_params gp;
-    conf_gen_params_default(&gp, p, PROMPT);
-    gp.max_tokens = 200;
-    gp.ignore_eos = true;
+    conf_greedy_request(env, env->opt->seed + 43, p, PROMPT, 200, &gp);
     gp.cancel_after_tokens = 3;
     conf_gen g;
-    conf_result r = run(env, &gp, &g, msg, cap);
+    conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
     if (r != CONF_PASS)
         return r;
     size_t n = g.n_tokens;
@@ -172,7 +161,7 @@ conf_result conf_str4_cancel(conf_env *env, char *msg, size_t cap)
     }
     gp.cancel_after_tokens = 0;
     gp.cancel_thread_after = 3;
-    r = run(env, &gp, &g, msg, cap);
+    r = conf_stream_run(env, &gp, &g, msg, cap);
     if (r != CONF_PASS)
         return r;
     n = g.n_tokens;
@@ -185,6 +174,59 @@ conf_result conf_str4_cancel(conf_env *env, char *msg, size_t cap)
     return CONF_PASS;
 }
 
+static size_t stop_window(const char *text, size_t len, size_t at);
+
+/* STR-5 on every way a stream ends besides max_tokens: a stop string (3
+ * bytes of the greedy output), a stop token id (its 3rd token) and the
+ * callback's stop after 2 tokens: usage counts exactly the TOKEN events. */
+static conf_result str5_every_ending(conf_env *env, char *msg, size_t cap)
+{
+    int32_t p[PROMPT];
+    conf_gen_params gp;
+    conf_gen g;
+    conf_result r = conf_greedy_stream(env, env->opt->seed + 46, p, PROMPT, 12, &gp, &g, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    char stop[8] = "";
+    size_t sl = g.text_len > 4 ? stop_window(g.text, g.text_len, g.text_len / 2) : 0;
+    if (sl)
+        memcpy(stop, g.text + g.text_len / 2, sl);
+    int32_t stop_id = g.n_tokens >= 3 ? g.tokens[2] : -1;
+    conf_gen_free(&g);
+    const char *stops[1] = {stop};
+    for (int how = 0; how < 3; how++) {
+        conf_gen_params q = gp;
+        const char *what = how == 0 ? "a stop string" : how == 1 ? "a stop token id" : "the callback's stop";
+        if (how == 0 && (!sl || ((unsigned char)stop[0] & 0xC0) == 0x80))
+            continue;
+        if (how == 0) {
+            q.stop = stops;
+            q.n_stop = 1;
+        } else if (how == 1) {
+            if (stop_id < 0)
+                continue;
+            q.stop_token_ids = &stop_id;
+            q.n_stop_token_ids = 1;
+        } else {
+            q.cancel_after_tokens = 2;
+        }
+        r = conf_stream_run(env, &q, &g, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        bool finished = g.terminal == ILAB_EVENT_FINISH;
+        uint32_t pt = g.prompt_tokens, ct = g.completion_tokens;
+        size_t n = g.n_tokens;
+        conf_gen_free(&g);
+        if (!finished)
+            continue; /* an ERROR ending has no usage to check */
+        CONF_CHECK(pt == PROMPT, "ended by %s: usage.prompt_tokens %u, the prompt had %d tokens", what, pt,
+                   PROMPT);
+        CONF_CHECK(ct == n, "ended by %s: usage.completion_tokens %u, the stream had %zu TOKEN events (seed %" PRIu64
+                   ")", what, ct, n, env->opt->seed);
+    }
+    return CONF_PASS;
+}
+
 conf_result conf_str5_usage(conf_env *env, char *msg, size_t cap)
 {
     NEED_STREAM();
@@ -194,7 +236,7 @@ conf_result conf_str5_usage(conf_env *env, char *msg, size_t cap)
     conf_gen_params_default(&gp, p, PROMPT + 3);
     gp.max_tokens = 5;
     conf_gen g;
-    conf_result r = run(env, &gp, &g, msg, cap);
+    conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
     if (r != CONF_PASS)
         return r;
     uint32_t pt = g.prompt_tokens, ct = g.completion_tokens;
@@ -202,47 +244,70 @@ conf_result conf_str5_usage(conf_env *env, char *msg, size_t cap)
     conf_gen_free(&g);
     CONF_CHECK(pt == PROMPT + 3, "usage.prompt_tokens %u, the prompt had %d tokens", pt, PROMPT + 3);
     CONF_CHECK(ct == n, "usage.completion_tokens %u, the stream had %zu TOKEN events", ct, n);
-    return CONF_PASS;
+    return str5_every_ending(env, msg, cap);
+}
+
+/* The length of a stop string of up to 3 whole code points starting at
+ * text[at] (a code point start), or 0 when it would hold a NUL. */
+static size_t stop_window(const char *text, size_t len, size_t at)
+{
+    size_t sl = 0;
+    for (int cps = 0; cps < 3 && at + sl < len; cps++) {
+        sl++;
+        while (at + sl < len && ((unsigned char)text[at + sl] & 0xC0) == 0x80 && sl < 7)
+            sl++;
+    }
+    if (sl >= 8 || memchr(text + at, '\0', sl))
+        return 0;
+    return sl;
+}
+
+/* Where `needle` first occurs in `hay` (which may hold NULs); len if nowhere. */
+static size_t first_at(const char *hay, size_t len, const char *needle, size_t n)
+{
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(hay + i, needle, n) == 0)
+            return i;
+    return len;
 }
 
 conf_result conf_str6_stop(conf_env *env, char *msg, size_t cap)
 {
     NEED_STREAM();
     int32_t p[PROMPT];
-    conf_prompt_tokens(env, env->opt->seed + 45, p, PROMPT);
     conf_gen_params gp;
-    conf_gen_params_default(&gp, p, PROMPT);
-    gp.max_tokens = 16;
-    gp.ignore_eos = true;
     conf_gen g;
-    conf_result r = run(env, &gp, &g, msg, cap);
+    conf_result r = conf_greedy_stream(env, env->opt->seed + 45, p, PROMPT, 16, &gp, &g, msg, cap);
     if (r != CONF_PASS)
         return r;
-    /* a stop string taken from the middle of the unconstrained output */
+    /* a stop string taken from the middle of the unconstrained output: up
+     * to 3 whole code points, none of them NUL (a stop string is a C string) */
     char stop[8] = "";
-    size_t at = g.text_len / 2;
-    while (at > 0 && ((unsigned char)g.text[at] & 0xC0) == 0x80)
-        at--;
-    size_t sl = 0;
-    while (at + sl < g.text_len && sl < 3) {
-        sl++;
-        while (at + sl < g.text_len && ((unsigned char)g.text[at + sl] & 0xC0) == 0x80 && sl < 7)
-            sl++;
+    size_t at = 0, sl = 0;
+    for (size_t k = 0; k < g.text_len && sl == 0; k++) {
+        size_t half = g.text_len / 2; /* the middle first, then after it, then before it */
+        at = k < g.text_len - half ? half + k : g.text_len - 1 - k;
+        if (((unsigned char)g.text[at] & 0xC0) == 0x80)
+            continue;
+        sl = stop_window(g.text, g.text_len, at);
     }
-    if (sl == 0 || sl >= sizeof stop) {
-        CONF_MSG("the greedy output is too short to take a stop string from (%zu bytes)", g.text_len);
+    if (sl == 0) {
+        size_t len = g.text_len;
         conf_gen_free(&g);
-        return CONF_FAIL;
+        CONF_MSG("the greedy output (%zu bytes) has no NUL-free code point to take a stop string from (seed %" PRIu64
+                 ")", len, env->opt->seed);
+        return len ? CONF_SKIP : CONF_FAIL;
     }
     memcpy(stop, g.text + at, sl);
     stop[sl] = '\0';
-    size_t expect = (size_t)(strstr(g.text, stop) - g.text);
-    char *want = strndup(g.text, expect);
+    size_t expect = first_at(g.text, g.text_len, stop, sl);
+    char *want = malloc(expect + 1);
+    memcpy(want, g.text, expect);
     conf_gen_free(&g);
     const char *stops[1] = {stop};
     gp.stop = stops;
     gp.n_stop = 1;
-    r = run(env, &gp, &g, msg, cap);
+    r = conf_stream_run(env, &gp, &g, msg, cap);
     if (r != CONF_PASS) {
         free(want);
         return r;

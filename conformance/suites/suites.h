@@ -15,6 +15,44 @@ conf_result conf_abi3_size_prefixed(conf_env *env, char *msg, size_t cap);
 conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap);
 conf_result conf_abi7_create_destroy(conf_env *env, char *msg, size_t cap);
 conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi1_one_export(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi4_weak_resolved(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi3_model_info_sizes(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi3_item_sizes(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi3_host_table_sizes(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi6_manifest_matches_model(conf_env *env, char *msg, size_t cap);
+conf_result conf_prb1_repeated(conf_env *env, char *msg, size_t cap);
+conf_result conf_err2_valid_noops(conf_env *env, char *msg, size_t cap);
+conf_result conf_err3_null_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_err3_eval_edges(conf_env *env, char *msg, size_t cap);
+conf_result conf_log3_every_batch_size(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok9_specials(conf_env *env, char *msg, size_t cap);
+conf_result conf_err5_bad_config(conf_env *env, char *msg, size_t cap);
+conf_result conf_log5_random_rows(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch9_random_lengths(conf_env *env, char *msg, size_t cap);
+/* Run one request (suites/stream_run.c): FAIL with the status in msg when
+ * it neither finished nor was cancelled; on any non-PASS `g` is freed. */
+conf_result conf_stream_run(conf_env *env, const conf_gen_params *p, conf_gen *g, char *msg, size_t cap);
+/* The greedy request most STR checks vary: `n` prompt tokens drawn from
+ * `seed` into `prompt`, temperature 0, EOS ignored, `max_tokens`. */
+void conf_greedy_request(const conf_env *env, uint64_t seed, int32_t *prompt, size_t n, int32_t max_tokens,
+                         conf_gen_params *p);
+/* ...and its stream, run by conf_stream_run; `p` keeps the request for
+ * the variations. */
+conf_result conf_greedy_stream(conf_env *env, uint64_t seed, int32_t *prompt, size_t n, int32_t max_tokens,
+                               conf_gen_params *p, conf_gen *g, char *msg, size_t cap);
+conf_result conf_str_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_str2_held_back(conf_env *env, char *msg, size_t cap);
+conf_result conf_str6_stop_set(conf_env *env, char *msg, size_t cap);
+conf_result conf_str10_callback_stop(conf_env *env, char *msg, size_t cap);
+conf_result conf_str4_cancel_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_str3_context_full(conf_env *env, char *msg, size_t cap);
+conf_result conf_str9_refusals(conf_env *env, char *msg, size_t cap);
+conf_result conf_str6_stop_reference(conf_env *env, char *msg, size_t cap);
+conf_result conf_str7_held_placement(conf_env *env, char *msg, size_t cap);
+conf_result conf_str4_cancel_not_running(conf_env *env, char *msg, size_t cap);
+conf_result conf_str10_terminal_return(conf_env *env, char *msg, size_t cap);
+conf_result conf_abi3_sampling_tail(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok1_vocab(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok2_round_trip(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok3_deterministic(conf_env *env, char *msg, size_t cap);
@@ -22,11 +60,26 @@ conf_result conf_tok4_pieces(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok5_invalid(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok6_out_of_range(conf_env *env, char *msg, size_t cap);
 conf_result conf_tok7_buffer(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok2_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok3_flags(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok5_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok6_pieces_args(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok7_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok4_whole_runs(conf_env *env, char *msg, size_t cap);
+conf_result conf_tok10_valid_utf8(conf_env *env, char *msg, size_t cap);
+conf_result conf_err1_last_error_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log1_finite(conf_env *env, char *msg, size_t cap);
 conf_result conf_log2_identical(conf_env *env, char *msg, size_t cap);
 conf_result conf_log3_batch(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_topk(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch1_incremental(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_decode(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_chunks(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_fork(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_truncate(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_overflow(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_lifecycle(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch_random_batched(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch2_chunked(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch3_fork(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch4_truncate(conf_env *env, char *msg, size_t cap);
@@ -44,9 +97,21 @@ conf_result conf_smp2_seed(conf_env *env, char *msg, size_t cap);
 conf_result conf_smp3_filters(conf_env *env, char *msg, size_t cap);
 conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap);
 conf_result conf_smp5_order(conf_env *env, char *msg, size_t cap);
+conf_result conf_smp1_greedy_penalties(conf_env *env, char *msg, size_t cap);
+conf_result conf_smp5_reference(conf_env *env, char *msg, size_t cap);
+conf_result conf_smp6_raw_logprob(conf_env *env, char *msg, size_t cap);
+conf_result conf_smp7_penalties(conf_env *env, char *msg, size_t cap);
 conf_result conf_err1_closed(conf_env *env, char *msg, size_t cap);
 conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap);
 conf_result conf_err3_invalid(conf_env *env, char *msg, size_t cap);
 conf_result conf_thr1_concurrent(conf_env *env, char *msg, size_t cap);
+conf_result conf_log2_long_history(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch6_fork_slope(conf_env *env, char *msg, size_t cap);
+conf_result conf_thr1_stress(conf_env *env, char *msg, size_t cap);
+conf_result conf_thr2_stress(conf_env *env, char *msg, size_t cap);
+conf_result conf_prb1_reason_capacities(conf_env *env, char *msg, size_t cap);
+conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
+conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
+conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
 
 #endif

@@ -1,4 +1,4 @@
-/* The test table: every clause of CONTRACT.md, in run order. Ids are
+/* The test table: every clause of docs/contract.md, in run order. Ids are
  * stable (area.CLAUSE.short_name); reports and CI history key on them.
  *
  * Order matters for isolation: the probe test runs before the first test
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "suites.h"
+#include "cache_stats.h"
 
 #define T(id, clause, need, fn) {id, clause, need, fn}
 
@@ -18,8 +19,18 @@ static const conf_test tests[] = {
     T("probe.PRB-1.answers_in_time", "PRB-1", CONF_NEED_PROBE, conf_prb1_answers),
     T("abi.ABI-3.size_prefixed", "ABI-3", CONF_NEED_FILE, conf_abi3_size_prefixed),
     T("abi.ABI-6.manifest_truthful", "ABI-6", CONF_NEED_FILE, conf_abi6_truthful),
-    T("abi.ABI-7.create_destroy_100", "ABI-7", CONF_NEED_PLUGIN, conf_abi7_create_destroy),
+    T("abi.ABI-7.create_destroy_cycles", "ABI-7", CONF_NEED_PLUGIN, conf_abi7_create_destroy),
     T("probe.PRB-2.unavailable_refuses", "PRB-2", CONF_NEED_PROBE, conf_prb2_refuses),
+    /* static and struct_size sweeps (abi_sweeps.c) */
+    T("abi.ABI-8.one_exported_symbol", "ABI-8", CONF_NEED_FILE, conf_abi1_one_export),
+    T("abi.ABI-4.weak_symbols_resolve", "ABI-4", CONF_NEED_FILE, conf_abi4_weak_resolved),
+    T("probe.PRB-1.reason_on_every_call", "PRB-1", CONF_NEED_PROBE, conf_prb1_repeated),
+    T("probe.PRB-1.reason_every_capacity", "PRB-1", CONF_NEED_PROBE, conf_prb1_reason_capacities),
+    T("probe.PRB-3.repeatable", "PRB-3", CONF_NEED_PROBE, conf_prb1_repeated),
+    T("abi.ABI-3.host_table_sizes", "ABI-3", CONF_NEED_PROBE, conf_abi3_host_table_sizes),
+    T("abi.ABI-3.model_info_every_size", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_model_info_sizes),
+    T("abi.ABI-3.batch_item_sizes", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_item_sizes),
+    T("abi.ABI-9.max_context_matches", "ABI-9", CONF_NEED_INSTANCE, conf_abi6_manifest_matches_model),
 
     T("tokens.TOK-1.vocab_and_specials", "TOK-1", CONF_NEED_INSTANCE, conf_tok1_vocab),
     T("tokens.TOK-2.round_trip", "TOK-2", CONF_NEED_INSTANCE, conf_tok2_round_trip),
@@ -28,11 +39,24 @@ static const conf_test tests[] = {
     T("tokens.TOK-5.invalid_utf8_defined", "TOK-5", CONF_NEED_INSTANCE, conf_tok5_invalid),
     T("tokens.TOK-6.out_of_range_id", "TOK-6", CONF_NEED_INSTANCE, conf_tok6_out_of_range),
     T("tokens.TOK-7.buffer_too_small", "TOK-7", CONF_NEED_INSTANCE, conf_tok7_buffer),
+    /* sweeps: every byte, flag and capacity; random strings (token_sweeps.c) */
+    T("tokens.TOK-2.bytes_and_random_utf8", "TOK-2", CONF_NEED_INSTANCE, conf_tok2_sweep),
+    T("tokens.TOK-8.flags", "TOK-8", CONF_NEED_INSTANCE, conf_tok3_flags),
+    T("tokens.TOK-5.random_bytes", "TOK-5", CONF_NEED_INSTANCE, conf_tok5_sweep),
+    T("tokens.TOK-6.prev_token_range", "TOK-6", CONF_NEED_INSTANCE, conf_tok6_pieces_args),
+    T("tokens.TOK-9.specials", "TOK-9", CONF_NEED_INSTANCE, conf_tok9_specials),
+    T("tokens.TOK-7.every_capacity", "TOK-7", CONF_NEED_INSTANCE, conf_tok7_sweep),
+    /* tokenizer: text (text_tokens.c) */
+    T("tokens.TOK-4.whole_token_runs", "TOK-4", CONF_NEED_INSTANCE, conf_tok4_whole_runs),
+    T("tokens.TOK-10.text_is_valid_utf8", "TOK-10", CONF_NEED_INSTANCE, conf_tok10_valid_utf8),
 
     T("logits.LOG-1.finite", "LOG-1", CONF_NEED_INSTANCE, conf_log1_finite),
+    T("logits.LOG-1.guarded_rows_sweep", "LOG-1", CONF_NEED_INSTANCE, conf_log1_rows_sweep),
     T("logits.LOG-2.bit_identical", "LOG-2", CONF_NEED_INSTANCE, conf_log2_identical),
     T("logits.LOG-3.batch_equals_alone", "LOG-3", CONF_NEED_INSTANCE, conf_log3_batch),
+    T("logits.LOG-3.every_batch_size", "LOG-3", CONF_NEED_INSTANCE, conf_log3_every_batch_size),
     T("logits.LOG-4.topk_logprobs", "LOG-4", CONF_NEED_INSTANCE, conf_log4_topk),
+    T("logits.LOG-4.listed_are_largest", "LOG-4", CONF_NEED_INSTANCE, conf_log4_largest),
 
     T("cache.CCH-1.incremental_equals_full", "CCH-1", CONF_NEED_INSTANCE, conf_cch1_incremental),
     T("cache.CCH-2.chunked_prefill", "CCH-2", CONF_NEED_INSTANCE, conf_cch2_chunked),
@@ -41,6 +65,24 @@ static const conf_test tests[] = {
     T("cache.CCH-5.context_overflow", "CCH-5", CONF_NEED_INSTANCE, conf_cch5_overflow),
     T("cache.CCH-6.free_releases_memory", "CCH-6", CONF_NEED_INSTANCE, conf_cch6_free),
     T("cache.CCH-7.interleaved_sequences", "CCH-7", CONF_NEED_INSTANCE, conf_cch7_interleaved),
+    /* long runs of cheap calls (long_runs.c) */
+    T("logits.LOG-2.after_long_history", "LOG-2", CONF_NEED_INSTANCE, conf_log2_long_history),
+    T("cache.CCH-6.fork_free_slope", "CCH-6", CONF_NEED_INSTANCE, conf_cch6_fork_slope),
+    T("cache.CCH-6.slots_run_out", "CCH-6", CONF_NEED_INSTANCE, conf_cch6_slots_run_out),
+    /* model-based random programs, one op mix per clause (cache_model.c) */
+    T("cache.CCH-1.random_decode_programs", "CCH-1", CONF_NEED_INSTANCE, conf_cch_random_decode),
+    T("cache.CCH-2.random_chunk_programs", "CCH-2", CONF_NEED_INSTANCE, conf_cch_random_chunks),
+    T("logits.LOG-5.random_row_programs", "LOG-5", CONF_NEED_INSTANCE, conf_log5_random_rows),
+    T("cache.CCH-9.random_length_programs", "CCH-9", CONF_NEED_INSTANCE, conf_cch9_random_lengths),
+    T("cache.CCH-3.random_fork_programs", "CCH-3", CONF_NEED_INSTANCE, conf_cch_random_fork),
+    T("cache.CCH-4.random_truncate_programs", "CCH-4", CONF_NEED_INSTANCE, conf_cch_random_truncate),
+    T("cache.CCH-5.random_overflow_programs", "CCH-5", CONF_NEED_INSTANCE, conf_cch_random_overflow),
+    T("cache.CCH-6.random_lifecycle_programs", "CCH-6", CONF_NEED_INSTANCE, conf_cch_random_lifecycle),
+    T("cache.CCH-7.random_batched_programs", "CCH-7", CONF_NEED_INSTANCE, conf_cch_random_batched),
+    /* cache.stats (ABI 1.1; cache_stats.c) */
+    T("cache.CCH-10.stats_track_sequences", "CCH-10", CONF_NEED_INSTANCE, conf_cch10_stats_track),
+    T("cache.CCH-10.capacity_matches_out_of_memory", "CCH-10", CONF_NEED_INSTANCE, conf_cch10_capacity_matches_oom),
+    T("errors.ERR-2.cache_stats_undeclared", "ERR-2", CONF_NEED_INSTANCE, conf_err2_cache_stats_undeclared),
 
     T("stream.STR-1.event_grammar", "STR-1", CONF_NEED_INSTANCE, conf_str1_grammar),
     T("stream.STR-2.text_matches", "STR-2", CONF_NEED_INSTANCE, conf_str2_text),
@@ -48,18 +90,51 @@ static const conf_test tests[] = {
     T("stream.STR-4.cancel", "STR-4", CONF_NEED_INSTANCE, conf_str4_cancel),
     T("stream.STR-5.usage", "STR-5", CONF_NEED_INSTANCE, conf_str5_usage),
     T("stream.STR-6.stop_sequence", "STR-6", CONF_NEED_INSTANCE, conf_str6_stop),
+    /* sweeps (stream_sweeps.c) */
+    T("stream.STR-2.seeded_streams_text", "STR-2", CONF_NEED_INSTANCE, conf_str_sweep),
+    T("stream.STR-5.seeded_streams_usage", "STR-5", CONF_NEED_INSTANCE, conf_str_sweep),
+    T("stream.STR-7.seeded_streams_utf8", "STR-7", CONF_NEED_INSTANCE, conf_str_sweep),
+    T("stream.STR-8.seeded_streams_stop_ids", "STR-8", CONF_NEED_INSTANCE, conf_str_sweep),
+    T("stream.STR-2.held_back_at_the_end", "STR-2", CONF_NEED_INSTANCE, conf_str2_held_back),
+    T("stream.STR-6.stop_string_sets", "STR-6", CONF_NEED_INSTANCE, conf_str6_stop_set),
+    T("stream.STR-10.callback_stop", "STR-10", CONF_NEED_INSTANCE, conf_str10_callback_stop),
+    T("stream.STR-4.cancel_at_random_points", "STR-4", CONF_NEED_INSTANCE, conf_str4_cancel_sweep),
+    T("stream.STR-3.context_fills", "STR-3", CONF_NEED_INSTANCE, conf_str3_context_full),
+    T("stream.STR-9.refusals_get_one_error", "STR-9", CONF_NEED_INSTANCE, conf_str9_refusals),
+    /* against a reference stop-string matcher (stream_stops.c) */
+    T("stream.STR-6.stop_sets_reference", "STR-6", CONF_NEED_INSTANCE, conf_str6_stop_reference),
+    /* how streams end (stream_endings.c) */
+    T("stream.STR-7.held_back_placement", "STR-7", CONF_NEED_INSTANCE, conf_str7_held_placement),
+    T("stream.STR-4.cancel_not_running", "STR-4", CONF_NEED_INSTANCE, conf_str4_cancel_not_running),
+    T("stream.STR-10.terminal_return_ignored", "STR-10", CONF_NEED_INSTANCE, conf_str10_terminal_return),
+    T("abi.ABI-3.sampling_unknown_tail", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_sampling_tail),
 
     T("sampling.SMP-1.greedy_deterministic", "SMP-1", CONF_NEED_INSTANCE, conf_smp1_greedy),
     T("sampling.SMP-2.same_seed_same_tokens", "SMP-2", CONF_NEED_INSTANCE, conf_smp2_seed),
     T("sampling.SMP-3.filters_equal_greedy", "SMP-3", CONF_NEED_INSTANCE, conf_smp3_filters),
     T("sampling.SMP-4.distribution_matches", "SMP-4", CONF_NEED_INSTANCE, conf_smp4_distribution),
     T("sampling.SMP-5.processor_order", "SMP-5", CONF_NEED_INSTANCE, conf_smp5_order),
+    /* against the host sampler on the plugin's own logits (sampling_ref.c) */
+    T("sampling.SMP-1.greedy_with_penalties", "SMP-1", CONF_NEED_INSTANCE, conf_smp1_greedy_penalties),
+    T("sampling.SMP-5.reference_distribution", "SMP-5", CONF_NEED_INSTANCE, conf_smp5_reference),
+    T("sampling.SMP-6.raw_logprobs", "SMP-6", CONF_NEED_INSTANCE, conf_smp6_raw_logprob),
+    T("sampling.SMP-7.penalties_honoured_or_refused", "SMP-7", CONF_NEED_INSTANCE, conf_smp7_penalties),
 
     T("errors.ERR-1.closed_status_messages", "ERR-1", CONF_NEED_INSTANCE, conf_err1_closed),
+    T("errors.ERR-4.last_error_every_capacity", "ERR-4", CONF_NEED_INSTANCE, conf_err1_last_error_sweep),
     T("errors.ERR-2.undeclared_fails_closed", "ERR-2", CONF_NEED_INSTANCE, conf_err2_undeclared),
     T("errors.ERR-3.invalid_arguments", "ERR-3", CONF_NEED_INSTANCE, conf_err3_invalid),
+    T("errors.ERR-2.valid_arguments_no_ops", "ERR-2", CONF_NEED_INSTANCE, conf_err2_valid_noops),
+    T("errors.ERR-3.null_every_pointer", "ERR-3", CONF_NEED_INSTANCE, conf_err3_null_sweep),
+    T("cache.CCH-8.later_item_all_or_nothing", "CCH-8", CONF_NEED_INSTANCE, conf_err3_eval_edges),
+    T("logits.LOG-6.batch_shape", "LOG-6", CONF_NEED_INSTANCE, conf_err3_eval_edges),
+    T("abi.ABI-9.max_batch_accepted", "ABI-9", CONF_NEED_INSTANCE, conf_log3_every_batch_size),
+    T("errors.ERR-5.bad_config_values", "ERR-5", CONF_NEED_PLUGIN, conf_err5_bad_config),
 
     T("threads.THR-1.concurrent_sequences", "THR-1", CONF_NEED_INSTANCE, conf_thr1_concurrent),
+    /* N threads x M iterations against serial results (threads_stress.c) */
+    T("threads.THR-1.stress_sequences", "THR-1", CONF_NEED_INSTANCE, conf_thr1_stress),
+    T("threads.THR-2.stress_shared_calls", "THR-2", CONF_NEED_INSTANCE, conf_thr2_stress),
 
     T("diff.DIF-1.same_model_agree", "DIF-1", CONF_NEED_DEFERRED, NULL),
 };

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "suites.h"
+#include "text_tokens.h"
 
 conf_result conf_tok1_vocab(conf_env *env, char *msg, size_t cap)
 {
@@ -75,9 +76,35 @@ conf_result conf_tok3_deterministic(conf_env *env, char *msg, size_t cap)
     return CONF_PASS;
 }
 
+/* TOK-4 for every id of the vocabulary (up to 65,536) as the first token
+ * and right after BOS: the pieces concatenate to detokenize() of the pair. */
+static conf_result tok4_every_id(conf_env *env, char *msg, size_t cap)
+{
+    int32_t v = env->info.vocab_size < 65536 ? env->info.vocab_size : 65536;
+    int32_t bos = env->info.bos_id;
+    for (int32_t id = 0; id < v; id++)
+        for (int after_bos = 0; after_bos < (bos >= 0 ? 2 : 1); after_bos++) {
+            int32_t t[2] = {after_bos ? bos : id, id};
+            size_t n = (size_t)after_bos + 1, len = 0, plen = 0;
+            char *whole = conf_detokenize(env, t, n, &len, msg, cap);
+            if (!whole)
+                return CONF_FAIL;
+            char *cat = conf_output_text(env, -1, t, n, &plen, msg, cap);
+            bool same = cat && plen == len && memcmp(cat, whole, len) == 0;
+            free(whole);
+            free(cat);
+            if (!cat)
+                return CONF_FAIL;
+            CONF_CHECK(same, "token %d%s: token_piece() gives %zu bytes, detokenize() %zu", id,
+                       after_bos ? " after BOS" : " alone (prev_token -1)", plen, len);
+        }
+    return CONF_PASS;
+}
+
 conf_result conf_tok4_pieces(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->tokenizer, "tokenizer");
+    CONF_SKIP_IF_TEXT(env, "tokens.TOK-4.whole_token_runs checks the pieces of whole tokens");
     for (size_t c = 0; c < conf_corpus_count; c++) {
         size_t n, len;
         int32_t *t = conf_tokenize(env, conf_corpus[c], &n, msg, cap);
@@ -106,6 +133,29 @@ conf_result conf_tok4_pieces(conf_env *env, char *msg, size_t cap)
         CONF_CHECK(same, "corpus #%zu: pieces concatenate to %zu bytes, detokenize gives %zu (first difference at byte %zu)",
                    c, at, len, diff);
     }
+    return tok4_every_id(env, msg, cap);
+}
+
+/* TOK-5 with TOK-8: empty input under every BOS/EOS flag combination gives
+ * exactly the special tokens asked for (none the vocabulary lacks). */
+static conf_result tok5_empty_with_flags(conf_env *env, char *msg, size_t cap)
+{
+    for (uint32_t flags = 0; flags < 4; flags++) {
+        int32_t want[2], got[4] = {-7, -7, -7, -7};
+        size_t n_want = 0, n = 0;
+        if ((flags & ILAB_TOKENIZE_ADD_BOS) && env->info.bos_id >= 0)
+            want[n_want++] = env->info.bos_id;
+        if ((flags & ILAB_TOKENIZE_ADD_EOS) && env->info.eos_id >= 0)
+            want[n_want++] = env->info.eos_id;
+        ilab_status st = env->api->tokenize(env->be, "", 0, flags, got, 4, &n);
+        CONF_CHECK(st == ILAB_OK, "tokenize(\"\", flags 0x%x) returned %s, want OK", flags, ilab_status_name(st));
+        bool same = n == n_want;
+        for (size_t k = 0; same && k < n; k++)
+            same = got[k] == want[k];
+        CONF_CHECK(same, "tokenize(\"\", flags 0x%x) gave %zu id(s) (first %d); want %zu: %s%s", flags, n,
+                   n ? got[0] : -1, n_want, n_want ? "the special tokens asked for" : "none",
+                   n_want == 2 ? " (BOS then EOS)" : "");
+    }
     return CONF_PASS;
 }
 
@@ -124,6 +174,10 @@ conf_result conf_tok5_invalid(conf_env *env, char *msg, size_t cap)
         int32_t t[64];
         size_t n = 0;
         ilab_status st = env->api->tokenize(env->be, cases[c].s, cases[c].len, 0, t, 64, &n);
+        /* a text tokenizer has no bytes to round-trip them with: it refuses (TOK-10) */
+        CONF_CHECK(!env->m->tokenizer_text || cases[c].len == 0 || st == ILAB_INVALID_ARGUMENT,
+                   "%s: tokenize() returned %s; tokenizer: text must refuse invalid UTF-8 with "
+                   "INVALID_ARGUMENT (TOK-5)", cases[c].what, ilab_status_name(st));
         if (st == ILAB_INVALID_ARGUMENT) {
             char e[256];
             CONF_CHECK(conf_last_error(env, e, sizeof e)[0], "%s: INVALID_ARGUMENT without a message",
@@ -140,6 +194,30 @@ conf_result conf_tok5_invalid(conf_env *env, char *msg, size_t cap)
                    "%s: tokenize() accepted it but it does not round-trip (%zu bytes back, want %zu)",
                    cases[c].what, len, cases[c].len);
     }
+    return tok5_empty_with_flags(env, msg, cap);
+}
+
+/* TOK-6 in eval(): an id just past the vocabulary (and the others) refused
+ * with INVALID_ARGUMENT, alone and after a valid token, appending nothing. */
+static conf_result tok6_eval_ids(conf_env *env, const int32_t *bad, int n_bad, char *msg, size_t cap)
+{
+    if (env->m->logits != ILAB_LOGITS_FULL)
+        return CONF_PASS;
+    for (int i = 0; i < n_bad; i++)
+        for (int at = 0; at < 2; at++) {
+            ilab_seq_t seq = ILAB_SEQ_NONE;
+            ilab_status st = env->api->seq_create(env->be, &seq);
+            CONF_CHECK(st == ILAB_OK, "seq_create() returned %s", ilab_status_name(st));
+            int32_t toks[2] = {at ? 0 : bad[i], bad[i]};
+            st = conf_eval1(env, seq, toks, at + 1, 0, NULL);
+            int32_t len = -1;
+            ilab_status lst = env->api->seq_length(env->be, seq, &len);
+            env->api->seq_free(env->be, seq);
+            CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "eval() of %s%d (vocab_size %d) returned %s, want INVALID_ARGUMENT",
+                       at ? "a valid token then " : "", bad[i], env->info.vocab_size, ilab_status_name(st));
+            CONF_CHECK(lst == ILAB_OK && len == 0, "eval() refused id %d but the sequence holds %d token(s) (%s)",
+                       bad[i], len, ilab_status_name(lst));
+        }
     return CONF_PASS;
 }
 
@@ -158,7 +236,7 @@ conf_result conf_tok6_out_of_range(conf_env *env, char *msg, size_t cap)
         CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "token_piece(-1, %d) returned %s, want INVALID_ARGUMENT",
                    bad[i], ilab_status_name(st));
     }
-    return CONF_PASS;
+    return tok6_eval_ids(env, bad, 3, msg, cap);
 }
 
 conf_result conf_tok7_buffer(conf_env *env, char *msg, size_t cap)

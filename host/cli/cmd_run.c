@@ -13,14 +13,11 @@
 #include "commands.h"
 #include "config/settings.h"
 #include "runtime/engine.h"
+#include "runtime/sampler.h"
 #include "runtime/session.h"
 
-/* Sampling defaults for the trained default model: greedy decoding loops,
- * T 0.8 / top-p 0.9 writes English. The seed is fixed and printed so a run
- * can be repeated exactly. */
-#define RUN_DEFAULT_TEMPERATURE 0.8f
-#define RUN_DEFAULT_TOP_P 0.9f
-#define RUN_DEFAULT_SEED 42u
+/* Sampling defaults are the runtime's (ilab_sampling_default, shared with
+ * the HTTP API); the seed is printed so a run can be repeated exactly. */
 #define RUN_DEFAULT_MAX_TOKENS 128
 
 static volatile sig_atomic_t interrupted;
@@ -38,7 +35,8 @@ static void run_usage(FILE *out)
             "  --backend NAME        plugin to use (default: settings' default_backend, torchlike)\n"
             "  --config FILE         YAML settings file (docs/configuration.md)\n"
             "  --set PLUGIN.KEY=VAL  override one configuration key (repeatable)\n"
-            "  --plugin-dir DIR      search DIR for plugins (repeatable)\n"
+            "  --plugin-dir DIR      search DIR for plugins first (repeatable)\n"
+            "  --allow-insecure-plugins  load plugins the trust rule refuses (dangerous)\n"
             "  --prompt TEXT         the prompt; else --prompt-file FILE; else stdin\n"
             "  --prompt-file FILE\n"
             "  --max-tokens N        default %d\n"
@@ -46,15 +44,17 @@ static void run_usage(FILE *out)
             "  --top-k K             default 0 (off)\n"
             "  --top-p P             default %.1f (1 = off)\n"
             "  --min-p P             default 0 (off)\n"
-            "  --repeat-penalty R    default 1 (off)\n"
+            "  --repeat-penalty R    default 1 (off); prompt + output\n"
+            "  --presence-penalty P  default 0 (off), in [-2, 2]; output tokens\n"
+            "  --frequency-penalty P default 0 (off), in [-2, 2]; output tokens\n"
             "  --seed S              default %u\n"
             "  --stop TEXT           stop string (repeatable); trimmed from the output\n"
             "  --ignore-eos          keep generating past end-of-sequence\n"
             "  --logprobs K          top-K logprobs per token (shown with --json)\n"
             "  --no-bos              do not prepend the BOS token\n"
             "  --json                one JSON object per event per line\n",
-            RUN_DEFAULT_MAX_TOKENS, (double)RUN_DEFAULT_TEMPERATURE, (double)RUN_DEFAULT_TOP_P,
-            RUN_DEFAULT_SEED);
+            RUN_DEFAULT_MAX_TOKENS, (double)ILAB_SAMPLING_DEFAULT_TEMPERATURE,
+            (double)ILAB_SAMPLING_DEFAULT_TOP_P, ILAB_SAMPLING_DEFAULT_SEED);
 }
 
 /* --- small helpers -------------------------------------------------------- */
@@ -227,16 +227,18 @@ static int on_event(void *user_data, const ilab_event_t *ev)
 /* --- the command ------------------------------------------------------------ */
 
 enum {
-    OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PROMPT, OPT_PROMPT_FILE,
-    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_SEED,
+    OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_INSECURE, OPT_PROMPT, OPT_PROMPT_FILE,
+    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE,
+    OPT_FREQUENCY, OPT_SEED,
     OPT_STOP, OPT_IGNORE_EOS, OPT_LOGPROBS, OPT_JSON, OPT_NO_BOS, OPT_HELP,
 };
 
-static const struct option run_options[] = {
+static const struct option run_long_options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"set", required_argument, NULL, OPT_SET},
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+    {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"prompt", required_argument, NULL, OPT_PROMPT},
     {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
     {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
@@ -245,6 +247,8 @@ static const struct option run_options[] = {
     {"top-p", required_argument, NULL, OPT_TOP_P},
     {"min-p", required_argument, NULL, OPT_MIN_P},
     {"repeat-penalty", required_argument, NULL, OPT_REPEAT},
+    {"presence-penalty", required_argument, NULL, OPT_PRESENCE},
+    {"frequency-penalty", required_argument, NULL, OPT_FREQUENCY},
     {"seed", required_argument, NULL, OPT_SEED},
     {"stop", required_argument, NULL, OPT_STOP},
     {"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
@@ -255,150 +259,217 @@ static const struct option run_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* What the command line asked for. The strings point into argv. */
+typedef struct run_options {
+    const char *backend, *config, *prompt, *prompt_file;
+    const char **sets, **dirs, **stops; /* owned arrays */
+    size_t n_sets, n_dirs, n_stops;
+    bool json, allow_insecure;
+    ilab_request req; /* sampling, limits, flags; the prompt is read later */
+} run_options;
+
+static void run_options_free(run_options *o)
+{
+    free(o->sets);
+    free(o->dirs);
+    free(o->stops);
+}
+
+static bool parse_seed(const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-') {
+        fprintf(stderr, "inferlab run: --seed '%s': expected a non-negative integer\n", text);
+        return false;
+    }
+    *out = (uint64_t)s;
+    return true;
+}
+
+/* One option that carries a sampling or limit value; false on a bad value
+ * (message printed). */
+static bool parse_value_option(int c, const char *arg, ilab_request *req)
+{
+    long v;
+    switch (c) {
+    case OPT_MAX_TOKENS:
+        if (!parse_long_arg("--max-tokens", arg, 1, INT32_MAX, &v))
+            return false;
+        req->max_tokens = (int32_t)v;
+        return true;
+    case OPT_TEMPERATURE: return parse_float_arg("--temperature", arg, &req->sampling.temperature);
+    case OPT_TOP_K:
+        if (!parse_long_arg("--top-k", arg, 0, INT32_MAX, &v))
+            return false;
+        req->sampling.top_k = (int32_t)v;
+        return true;
+    case OPT_TOP_P: return parse_float_arg("--top-p", arg, &req->sampling.top_p);
+    case OPT_MIN_P: return parse_float_arg("--min-p", arg, &req->sampling.min_p);
+    case OPT_REPEAT: return parse_float_arg("--repeat-penalty", arg, &req->sampling.repetition_penalty);
+    case OPT_PRESENCE: return parse_float_arg("--presence-penalty", arg, &req->sampling.presence_penalty);
+    case OPT_FREQUENCY:
+        return parse_float_arg("--frequency-penalty", arg, &req->sampling.frequency_penalty);
+    case OPT_SEED: return parse_seed(arg, &req->sampling.seed);
+    case OPT_LOGPROBS:
+        if (!parse_long_arg("--logprobs", arg, 0, 1000, &v))
+            return false;
+        req->top_logprobs = (int32_t)v;
+        return true;
+    }
+    return false;
+}
+
+/* Returns -1 to go on, else the exit code (messages printed). */
+static int parse_run_options(int argc, char **argv, run_options *o)
+{
+    memset(o, 0, sizeof *o);
+    ilab_sampling_default(&o->req.sampling);
+    o->req.max_tokens = RUN_DEFAULT_MAX_TOKENS;
+    o->req.add_bos = true;
+    o->sets = calloc((size_t)argc, sizeof *o->sets);
+    o->dirs = calloc((size_t)argc, sizeof *o->dirs);
+    o->stops = calloc((size_t)argc, sizeof *o->stops);
+    if (!o->sets || !o->dirs || !o->stops) {
+        fprintf(stderr, "inferlab run: out of memory\n");
+        return 1;
+    }
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "", run_long_options, NULL)) != -1;) {
+        switch (c) {
+        case OPT_BACKEND: o->backend = optarg; break;
+        case OPT_CONFIG: o->config = optarg; break;
+        case OPT_SET: o->sets[o->n_sets++] = optarg; break;
+        case OPT_PLUGIN_DIR: o->dirs[o->n_dirs++] = optarg; break;
+        case OPT_INSECURE: o->allow_insecure = true; break;
+        case OPT_PROMPT: o->prompt = optarg; break;
+        case OPT_PROMPT_FILE: o->prompt_file = optarg; break;
+        case OPT_STOP: o->stops[o->n_stops++] = optarg; break;
+        case OPT_IGNORE_EOS: o->req.ignore_eos = true; break;
+        case OPT_JSON: o->json = true; break;
+        case OPT_NO_BOS: o->req.add_bos = false; break;
+        case OPT_HELP: run_usage(stdout); return 0;
+        case OPT_MAX_TOKENS: case OPT_TEMPERATURE: case OPT_TOP_K: case OPT_TOP_P: case OPT_MIN_P:
+        case OPT_REPEAT: case OPT_PRESENCE: case OPT_FREQUENCY: case OPT_SEED: case OPT_LOGPROBS:
+            if (!parse_value_option(c, optarg, &o->req))
+                return 2;
+            break;
+        default:
+            fprintf(stderr, "inferlab run: unknown or incomplete option '%s'\n", argv[optind - 1]);
+            run_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inferlab run: unexpected argument '%s' (use --prompt TEXT)\n", argv[optind]);
+        return 2;
+    }
+    if (o->prompt && o->prompt_file) {
+        fprintf(stderr, "inferlab run: give --prompt or --prompt-file, not both\n");
+        return 2;
+    }
+    o->req.stop = o->stops;
+    o->req.n_stop = o->n_stops;
+    return -1;
+}
+
+/* --prompt, else --prompt-file, else stdin; *buf is what to free. */
+static bool read_prompt(const run_options *o, char **buf, const char **text, size_t *len)
+{
+    if (o->prompt) {
+        *text = o->prompt;
+        *len = strlen(o->prompt);
+        return true;
+    }
+    if (!o->prompt_file && isatty(STDIN_FILENO))
+        fprintf(stderr, "inferlab run: reading the prompt from stdin (end it with Ctrl-D; or use --prompt TEXT)\n");
+    FILE *f = o->prompt_file ? fopen(o->prompt_file, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "inferlab run: --prompt-file '%s': %s\n", o->prompt_file, strerror(errno));
+        return false;
+    }
+    *buf = read_stream(f, len);
+    if (o->prompt_file)
+        fclose(f);
+    if (!*buf) {
+        fprintf(stderr, "inferlab run: cannot read the prompt from %s\n",
+                o->prompt_file ? o->prompt_file : "stdin");
+        return false;
+    }
+    /* `echo text | inferlab run` adds a newline nobody meant as prompt. */
+    if (*len > 0 && (*buf)[*len - 1] == '\n')
+        (*buf)[--*len] = '\0';
+    *text = *buf;
+    return true;
+}
+
+/* Generates and prints; returns the exit code. */
+static int generate(ilab_engine *engine, const run_options *o, const ilab_request *req)
+{
+    char err[2048] = "";
+    run_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.json = o->json;
+    ctx.seed = req->sampling.seed;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old_sa);
+    if (!o->json) { /* the continuation reads on from the prompt, as in llama2.c's run */
+        fwrite(req->prompt_text, 1, req->prompt_len, stdout);
+        fflush(stdout);
+    }
+    ilab_status st = ilab_engine_generate(engine, req, on_event, &ctx, err, sizeof err, &ctx.metrics);
+    sigaction(SIGINT, &old_sa, NULL);
+    if (st != ILAB_OK) {
+        if (!ctx.failed || !o->json)
+            fprintf(stderr, "%sinferlab run: %s: %s\n", ctx.metrics.completion_tokens ? "\n" : "",
+                    ilab_status_name(st), err);
+        /* Refused before it started (no ERROR event) for a bad parameter:
+         * that is a usage error. */
+        return !ctx.failed && st == ILAB_INVALID_ARGUMENT ? 2 : 1;
+    }
+    if (!o->json) {
+        const ilab_request_metrics *m = &ctx.metrics;
+        fprintf(stdout, "\n");
+        fflush(stdout);
+        fprintf(stderr,
+                "[prompt %u tokens | completion %u tokens | ttft %.1f ms | %.1f tokens/s | "
+                "finish %s | seed %llu]\n",
+                m->prompt_tokens, m->completion_tokens, m->ttft_seconds * 1e3, tokens_per_second(m),
+                ilab_finish_reason_name(ctx.finish_reason), (unsigned long long)req->sampling.seed);
+    }
+    return 0;
+}
+
 int ilab_cmd_run(int argc, char **argv)
 {
-    const char *backend = NULL, *config = NULL, *prompt = NULL, *prompt_file = NULL;
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    const char **dirs = calloc((size_t)argc, sizeof *dirs);
-    const char **stops = calloc((size_t)argc, sizeof *stops);
-    size_t n_sets = 0, n_dirs = 0, n_stops = 0;
-    ilab_request req;
-    memset(&req, 0, sizeof req);
-    req.sampling.struct_size = sizeof req.sampling;
-    req.sampling.temperature = RUN_DEFAULT_TEMPERATURE;
-    req.sampling.top_p = RUN_DEFAULT_TOP_P;
-    req.sampling.repetition_penalty = 1.0f;
-    req.sampling.seed = RUN_DEFAULT_SEED;
-    req.max_tokens = RUN_DEFAULT_MAX_TOKENS;
-    req.add_bos = true;
-    bool json = false;
-    int rc = 2;
+    run_options o;
     char *prompt_buf = NULL;
     ilab_settings settings;
     ilab_settings_init(&settings);
     ilab_session *session = NULL;
     ilab_engine *engine = NULL;
-    char err[2048] = "";
-    if (!sets || !dirs || !stops) {
-        fprintf(stderr, "inferlab run: out of memory\n");
-        rc = 1;
+    char err[4096] = "";
+    int rc = parse_run_options(argc, argv, &o);
+    if (rc >= 0)
         goto out;
-    }
-
-    optind = 1;
-    opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", run_options, NULL)) != -1;) {
-        long v;
-        switch (c) {
-        case OPT_BACKEND: backend = optarg; break;
-        case OPT_CONFIG: config = optarg; break;
-        case OPT_SET: sets[n_sets++] = optarg; break;
-        case OPT_PLUGIN_DIR: dirs[n_dirs++] = optarg; break;
-        case OPT_PROMPT: prompt = optarg; break;
-        case OPT_PROMPT_FILE: prompt_file = optarg; break;
-        case OPT_MAX_TOKENS:
-            if (!parse_long_arg("--max-tokens", optarg, 1, INT32_MAX, &v))
-                goto out;
-            req.max_tokens = (int32_t)v;
-            break;
-        case OPT_TEMPERATURE:
-            if (!parse_float_arg("--temperature", optarg, &req.sampling.temperature))
-                goto out;
-            break;
-        case OPT_TOP_K:
-            if (!parse_long_arg("--top-k", optarg, 0, INT32_MAX, &v))
-                goto out;
-            req.sampling.top_k = (int32_t)v;
-            break;
-        case OPT_TOP_P:
-            if (!parse_float_arg("--top-p", optarg, &req.sampling.top_p))
-                goto out;
-            break;
-        case OPT_MIN_P:
-            if (!parse_float_arg("--min-p", optarg, &req.sampling.min_p))
-                goto out;
-            break;
-        case OPT_REPEAT:
-            if (!parse_float_arg("--repeat-penalty", optarg, &req.sampling.repetition_penalty))
-                goto out;
-            break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "inferlab run: --seed '%s': expected a non-negative integer\n", optarg);
-                goto out;
-            }
-            req.sampling.seed = (uint64_t)s;
-            break;
-        }
-        case OPT_STOP: stops[n_stops++] = optarg; break;
-        case OPT_IGNORE_EOS: req.ignore_eos = true; break;
-        case OPT_LOGPROBS:
-            if (!parse_long_arg("--logprobs", optarg, 0, 1000, &v))
-                goto out;
-            req.top_logprobs = (int32_t)v;
-            break;
-        case OPT_JSON: json = true; break;
-        case OPT_NO_BOS: req.add_bos = false; break;
-        case OPT_HELP:
-            run_usage(stdout);
-            rc = 0;
-            goto out;
-        default:
-            fprintf(stderr, "inferlab run: unknown or incomplete option '%s'\n", argv[optind - 1]);
-            run_usage(stderr);
-            goto out;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "inferlab run: unexpected argument '%s' (use --prompt TEXT)\n", argv[optind]);
-        goto out;
-    }
-    if (prompt && prompt_file) {
-        fprintf(stderr, "inferlab run: give --prompt or --prompt-file, not both\n");
-        goto out;
-    }
-    req.stop = stops;
-    req.n_stop = n_stops;
-
-    rc = 1;
-    if (ilab_settings_from_cli(&settings, config, sets, n_sets, dirs, n_dirs, err, sizeof err) != ILAB_OK) {
+    if (ilab_settings_from_cli(&settings, o.config, o.sets, o.n_sets, o.dirs, o.n_dirs, err,
+                               sizeof err) != ILAB_OK) {
         fprintf(stderr, "inferlab run: %s\n", err);
         rc = 2;
         goto out;
     }
-    size_t prompt_len = 0;
-    if (prompt) {
-        prompt_len = strlen(prompt);
-    } else {
-        if (!prompt_file && isatty(STDIN_FILENO))
-            fprintf(stderr, "inferlab run: reading the prompt from stdin (end it with Ctrl-D; or use --prompt TEXT)\n");
-        FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
-        if (!f) {
-            fprintf(stderr, "inferlab run: --prompt-file '%s': %s\n", prompt_file, strerror(errno));
-            goto out;
-        }
-        prompt_buf = read_stream(f, &prompt_len);
-        if (prompt_file)
-            fclose(f);
-        if (!prompt_buf) {
-            fprintf(stderr, "inferlab run: cannot read the prompt from %s\n", prompt_file ? prompt_file : "stdin");
-            goto out;
-        }
-        /* `echo text | inferlab run` adds a newline nobody meant as prompt. */
-        if (prompt_len > 0 && prompt_buf[prompt_len - 1] == '\n')
-            prompt_buf[--prompt_len] = '\0';
-        prompt = prompt_buf;
-    }
-    req.prompt_text = prompt;
-    req.prompt_len = prompt_len;
-
-    ilab_status st = ilab_session_open(&settings, backend, err, sizeof err, &session);
+    settings.allow_insecure_plugins = o.allow_insecure;
+    rc = 1;
+    if (!read_prompt(&o, &prompt_buf, &o.req.prompt_text, &o.req.prompt_len))
+        goto out;
+    ilab_status st = ilab_session_open(&settings, o.backend, err, sizeof err, &session);
     if (st != ILAB_OK) {
         fprintf(stderr, "inferlab run: %s\n", err);
-        rc = st == ILAB_UNAVAILABLE ? 3 : 1;
+        rc = ilab_cli_open_exit_code(st);
         goto out;
     }
     st = ilab_engine_create(ilab_session_plugin(session), ilab_session_backend(session),
@@ -409,50 +480,13 @@ int ilab_cmd_run(int argc, char **argv)
     }
     if (!strcmp(ilab_engine_model_info(engine)->name, "random-default"))
         fprintf(stderr, "note: the embedded model has random weights; its text is not meaningful\n");
-
-    run_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.json = json;
-    ctx.seed = req.sampling.seed;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old_sa);
-    if (!json) { /* the continuation reads on from the prompt, as in llama2.c's run */
-        fwrite(req.prompt_text, 1, req.prompt_len, stdout);
-        fflush(stdout);
-    }
-    st = ilab_engine_generate(engine, &req, on_event, &ctx, err, sizeof err, &ctx.metrics);
-    sigaction(SIGINT, &old_sa, NULL);
-    if (st != ILAB_OK) {
-        if (!ctx.failed || !json)
-            fprintf(stderr, "%sinferlab run: %s: %s\n", ctx.metrics.completion_tokens ? "\n" : "",
-                    ilab_status_name(st), err);
-        /* Refused before it started (no ERROR event) for a bad parameter:
-         * that is a usage error. */
-        if (!ctx.failed && st == ILAB_INVALID_ARGUMENT)
-            rc = 2;
-        goto out;
-    }
-    if (!json) {
-        const ilab_request_metrics *m = &ctx.metrics;
-        fprintf(stdout, "\n");
-        fflush(stdout);
-        fprintf(stderr,
-                "[prompt %u tokens | completion %u tokens | ttft %.1f ms | %.1f tokens/s | "
-                "finish %s | seed %llu]\n",
-                m->prompt_tokens, m->completion_tokens, m->ttft_seconds * 1e3, tokens_per_second(m),
-                ilab_finish_reason_name(ctx.finish_reason), (unsigned long long)req.sampling.seed);
-    }
-    rc = 0;
+    rc = generate(engine, &o, &o.req);
 
 out:
     ilab_engine_destroy(engine);
     ilab_session_close(session);
     ilab_settings_free(&settings);
     free(prompt_buf);
-    free(sets);
-    free(dirs);
-    free(stops);
+    run_options_free(&o);
     return rc;
 }

@@ -11,13 +11,15 @@
 #include "config/settings.h"
 #include "runtime/session.h"
 
-enum { OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_ADD_SPECIAL, OPT_JSON, OPT_HELP };
+enum { OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_INSECURE, OPT_ADD_SPECIAL, OPT_JSON,
+       OPT_HELP };
 
 static const struct option tok_options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"set", required_argument, NULL, OPT_SET},
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+    {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"add-special", no_argument, NULL, OPT_ADD_SPECIAL},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
@@ -29,7 +31,7 @@ typedef struct tok_args {
     const char *backend, *config;
     const char **sets, **dirs;
     size_t n_sets, n_dirs;
-    bool add_special, json, help;
+    bool add_special, json, help, allow_insecure;
     int first_positional;
 } tok_args;
 
@@ -37,11 +39,12 @@ static void tok_usage(FILE *out, const char *cmd)
 {
     if (!strcmp(cmd, "tokenize"))
         fprintf(out, "usage: inferlab tokenize [--backend NAME] [--config FILE] [--set PLUGIN.KEY=VAL]...\n"
-                     "                         [--plugin-dir DIR]... [--add-special] [--json] TEXT\n"
+                     "                         [--plugin-dir DIR]... [--allow-insecure-plugins] [--add-special]\n"
+                     "                         [--json] TEXT\n"
                      "Prints the token ids of TEXT (no BOS unless --add-special).\n");
     else
         fprintf(out, "usage: inferlab detokenize [--backend NAME] [--config FILE] [--set PLUGIN.KEY=VAL]...\n"
-                     "                           [--plugin-dir DIR]... [--json] [--] ID...\n"
+                     "                           [--plugin-dir DIR]... [--allow-insecure-plugins] [--json] [--] ID...\n"
                      "Prints the text of the token ids.\n");
 }
 
@@ -61,6 +64,7 @@ static int parse_args(int argc, char **argv, tok_args *a)
         case OPT_CONFIG: a->config = optarg; break;
         case OPT_SET: a->sets[a->n_sets++] = optarg; break;
         case OPT_PLUGIN_DIR: a->dirs[a->n_dirs++] = optarg; break;
+        case OPT_INSECURE: a->allow_insecure = true; break;
         case OPT_ADD_SPECIAL: a->add_special = true; break;
         case OPT_JSON: a->json = true; break;
         case OPT_HELP: tok_usage(stdout, a->cmd); return 0;
@@ -83,10 +87,11 @@ static int open_backend(const tok_args *a, ilab_settings *settings, ilab_session
         fprintf(stderr, "inferlab %s: %s\n", a->cmd, err);
         return 2;
     }
+    settings->allow_insecure_plugins = a->allow_insecure;
     ilab_status st = ilab_session_open(settings, a->backend, err, sizeof err, session);
     if (st != ILAB_OK) {
         fprintf(stderr, "inferlab %s: %s\n", a->cmd, err);
-        return st == ILAB_UNAVAILABLE ? 3 : 1;
+        return ilab_cli_open_exit_code(st);
     }
     if (!ilab_plugin_manifest(ilab_session_plugin(*session))->tokenizer) {
         fprintf(stderr, "inferlab %s: backend '%s' declares no tokenizer\n", a->cmd,

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "build_info.h"
 #include "commands.h"
 
 static const struct {
@@ -17,9 +18,14 @@ static const struct {
     {"serve", ilab_cmd_serve, "serve the OpenAI-compatible HTTP API"},
 };
 
+int ilab_cli_open_exit_code(ilab_status st)
+{
+    return st == ILAB_INVALID_ARGUMENT ? 2 : st == ILAB_UNAVAILABLE ? 3 : 1;
+}
+
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: inferlab <command> [options]\n\ncommands:\n");
+    fprintf(out, "usage: inferlab <command> [options]\n       inferlab --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n`inferlab <command> --help` describes a command's options.\n");
@@ -33,6 +39,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        ilab_print_version(stdout, "inferlab");
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@ void ilab_settings_init(ilab_settings *s)
     s->server.max_body_bytes = 1048576;
     s->server.request_timeout_seconds = 300;
     s->server.shutdown_grace_seconds = 5;
+    s->server.head_timeout_seconds = 10;
+    s->server.max_connections = 4096;
+    s->server.max_connections_per_client = 256;
+    s->server.threads = 2;
 }
 
 void ilab_settings_free(ilab_settings *s)
@@ -39,6 +44,11 @@ void ilab_settings_free(ilab_settings *s)
     free(s->plugin_dirs);
     free(s->default_backend);
     free(s->server.host);
+    free(s->server.api_key);
+    free(s->server.access_log);
+    for (size_t i = 0; i < s->server.n_backends; i++)
+        free(s->server.backends[i]);
+    free(s->server.backends);
     for (size_t i = 0; i < s->n_plugins; i++) {
         ilab_plugin_settings *p = &s->plugins[i];
         for (size_t k = 0; k < p->n; k++) {
@@ -157,13 +167,80 @@ static const int_key scheduler_keys[] = {
     {"max_waiting", 0, 1 << 24, offsetof(ilab_settings, scheduler.max_waiting), false},
     {"step_token_budget", 1, 1 << 24, offsetof(ilab_settings, scheduler.step_token_budget), false},
     {"prefill_chunk", 1, 1 << 24, offsetof(ilab_settings, scheduler.prefill_chunk), false},
+    {"prefix_cache_positions", 0, 1 << 24, offsetof(ilab_settings, scheduler.prefix_cache_positions),
+     false},
+    {"prefix_cache_min_tokens", 1, 1 << 24,
+     offsetof(ilab_settings, scheduler.prefix_cache_min_tokens), false},
+    {"kv_watermark_percent", 0, 50, offsetof(ilab_settings, scheduler.kv_watermark_percent), false},
 };
 static const int_key server_keys[] = {
     {"port", 0, 65535, offsetof(ilab_settings, server.port), false},
     {"max_body_bytes", 1, LONG_MAX, offsetof(ilab_settings, server.max_body_bytes), true},
     {"request_timeout_seconds", 1, 86400, offsetof(ilab_settings, server.request_timeout_seconds), false},
     {"shutdown_grace_seconds", 0, 3600, offsetof(ilab_settings, server.shutdown_grace_seconds), false},
+    {"head_timeout_seconds", 1, 3600, offsetof(ilab_settings, server.head_timeout_seconds), false},
+    {"max_connections", 1, 1 << 20, offsetof(ilab_settings, server.max_connections), false},
+    {"max_connections_per_client", 0, 1 << 20,
+     offsetof(ilab_settings, server.max_connections_per_client), false},
+    {"threads", 1, 64, offsetof(ilab_settings, server.threads), false},
+    {"metrics_require_key", 0, 1, offsetof(ilab_settings, server.metrics_require_key), false},
 };
+
+/* Plugin names are [a-z0-9_]+ (docs/manifest.md). */
+static bool is_plugin_name(const char *name, size_t len)
+{
+    if (!len)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+              name[i] == '_'))
+            return false;
+    return true;
+}
+
+/* Append `len` bytes of `name` to server.backends (once). */
+static ilab_status add_backend(ilab_settings *s, const char *name, size_t len, const char *where,
+                               char *err, size_t err_cap)
+{
+    if (!is_plugin_name(name, len)) {
+        snprintf(err, err_cap, "%s: server.backends: '%.*s' is not a plugin name (lower-case "
+                               "letters, digits and '_')", where, (int)len, name);
+        return ILAB_INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < s->server.n_backends; i++)
+        if (strlen(s->server.backends[i]) == len && !strncmp(s->server.backends[i], name, len))
+            return ILAB_OK;
+    char **grown = realloc(s->server.backends, (s->server.n_backends + 1) * sizeof *grown);
+    if (!grown)
+        return ILAB_OUT_OF_MEMORY;
+    s->server.backends = grown;
+    if (!(grown[s->server.n_backends] = strndup(name, len)))
+        return ILAB_OUT_OF_MEMORY;
+    s->server.n_backends++;
+    return ILAB_OK;
+}
+
+static void clear_backends(ilab_settings *s)
+{
+    for (size_t i = 0; i < s->server.n_backends; i++)
+        free(s->server.backends[i]);
+    s->server.n_backends = 0;
+}
+
+/* server.backends from text: names separated by commas; replaces the list. */
+static ilab_status set_backends(ilab_settings *s, const char *value, const char *where,
+                                char *err, size_t err_cap)
+{
+    clear_backends(s);
+    for (const char *p = value;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        ilab_status st = add_backend(s, p, len, where, err, err_cap);
+        if (st != ILAB_OK || !end)
+            return st;
+        p = end;
+    }
+}
 
 /* Set section.key (section "scheduler" or "server") from text. `where` is
  * the prefix of any message ("FILE:LINE" or "--set"). */
@@ -171,16 +248,22 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
                                 const char *value, const char *where, char *err, size_t err_cap)
 {
     bool server = !strcmp(section, "server");
-    if (server && !strcmp(key, "host")) {
+    if (server && !strcmp(key, "backends"))
+        return set_backends(s, value, where, err, err_cap);
+    char **text = !server ? NULL
+                  : !strcmp(key, "host") ? &s->server.host
+                  : !strcmp(key, "api_key") ? &s->server.api_key
+                  : !strcmp(key, "access_log") ? &s->server.access_log : NULL;
+    if (text) {
         if (!value[0]) {
-            snprintf(err, err_cap, "%s: server.host: must not be empty", where);
+            snprintf(err, err_cap, "%s: server.%s: must not be empty", where, key);
             return ILAB_INVALID_ARGUMENT;
         }
         char *h = dup_str(value);
         if (!h)
             return ILAB_OUT_OF_MEMORY;
-        free(s->server.host);
-        s->server.host = h;
+        free(*text);
+        *text = h;
         return ILAB_OK;
     }
     const int_key *keys = server ? server_keys : scheduler_keys;
@@ -202,13 +285,13 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
             *(int *)field = (int)v;
         return ILAB_OK;
     }
-    char known[256] = "";
+    char known[512] = "";
     for (size_t i = 0; i < n; i++) {
         strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
         strncat(known, keys[i].name, sizeof known - strlen(known) - 1);
     }
     if (server)
-        strncat(known, ", host", sizeof known - strlen(known) - 1);
+        strncat(known, ", host, api_key, access_log, backends", sizeof known - strlen(known) - 1);
     snprintf(err, err_cap, "%s: %s.%s: unknown key (known: %s)", where, section, key, known);
     return ILAB_INVALID_ARGUMENT;
 }
@@ -279,10 +362,26 @@ static ilab_status load_section(yaml_ctx *c, ilab_settings *s, const char *secti
         yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
         if (!scalar(k))
             return fail(c, k, "%s: keys must be plain names", section);
-        if (!scalar(val))
-            return fail(c, val, "%s.%s: expected a value, got %s", section, scalar(k), node_kind(val));
         char where[600];
         snprintf(where, sizeof where, "%s:%zu", c->path, k->start_mark.line + 1);
+        if (!strcmp(section, "server") && !strcmp(scalar(k), "backends") &&
+            val->type == YAML_SEQUENCE_NODE) {
+            clear_backends(s); /* a later file or --set replaces the list */
+            for (yaml_node_item_t *it = val->data.sequence.items.start;
+                 it < val->data.sequence.items.top; it++) {
+                yaml_node_t *d = yaml_document_get_node(c->doc, *it);
+                if (!scalar(d))
+                    return fail(c, d, "server.backends: each entry must be a plugin name, got "
+                                      "%s", node_kind(d));
+                ilab_status st = add_backend(s, scalar(d), strlen(scalar(d)), where, c->err,
+                                             c->err_cap);
+                if (st != ILAB_OK)
+                    return st;
+            }
+            continue;
+        }
+        if (!scalar(val))
+            return fail(c, val, "%s.%s: expected a value, got %s", section, scalar(k), node_kind(val));
         ilab_status st = set_host_key(s, section, scalar(k), scalar(val), where, c->err, c->err_cap);
         if (st != ILAB_OK)
             return st;
@@ -360,6 +459,27 @@ static ilab_status load_root(yaml_ctx *c, ilab_settings *s)
     return ILAB_OK;
 }
 
+/* Load the document `parser` reads and merge it; `label` names the input in
+ * messages. The parser is the caller's. */
+static ilab_status load_parsed(ilab_settings *s, yaml_parser_t *parser, const char *label,
+                               char *err, size_t err_cap)
+{
+    yaml_document_t doc;
+    if (!yaml_parser_load(parser, &doc)) {
+        snprintf(err, err_cap, "%s:%zu:%zu: YAML syntax error: %s%s%s", label,
+                 parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+                 parser->problem ? parser->problem : "unknown problem",
+                 parser->context ? " " : "", parser->context ? parser->context : "");
+        return ILAB_INVALID_ARGUMENT;
+    }
+    yaml_ctx c = {&doc, label, err, err_cap};
+    ilab_status st = load_root(&c, s);
+    if (st == ILAB_OUT_OF_MEMORY && !err[0])
+        snprintf(err, err_cap, "%s: out of memory", label);
+    yaml_document_delete(&doc);
+    return st;
+}
+
 ilab_status ilab_settings_load_file(ilab_settings *s, const char *path, char *err, size_t err_cap)
 {
     char dummy[1];
@@ -378,29 +498,39 @@ ilab_status ilab_settings_load_file(ilab_settings *s, const char *path, char *er
         return ILAB_IO;
     }
     yaml_parser_t parser;
-    yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
         fclose(f);
         snprintf(err, err_cap, "%s: out of memory starting the YAML parser", path);
         return ILAB_OUT_OF_MEMORY;
     }
     yaml_parser_set_input_file(&parser, f);
-    if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, err_cap, "%s:%zu:%zu: YAML syntax error: %s%s%s", path,
-                 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                 parser.problem ? parser.problem : "unknown problem",
-                 parser.context ? " " : "", parser.context ? parser.context : "");
-        yaml_parser_delete(&parser);
-        fclose(f);
-        return ILAB_INVALID_ARGUMENT;
-    }
-    yaml_ctx c = {&doc, path, err, err_cap};
-    ilab_status st = load_root(&c, s);
-    if (st == ILAB_OUT_OF_MEMORY && !err[0])
-        snprintf(err, err_cap, "%s: out of memory", path);
-    yaml_document_delete(&doc);
+    ilab_status st = load_parsed(s, &parser, path, err, err_cap);
     yaml_parser_delete(&parser);
     fclose(f);
+    return st;
+}
+
+ilab_status ilab_settings_load_text(ilab_settings *s, const char *label, const char *text,
+                                    size_t len, char *err, size_t err_cap)
+{
+    char dummy[1];
+    if (!err || !err_cap) {
+        err = dummy;
+        err_cap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!s || !label || (!text && len > 0)) {
+        snprintf(err, err_cap, "settings: no text given");
+        return ILAB_INVALID_ARGUMENT;
+    }
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, err_cap, "%s: out of memory starting the YAML parser", label);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);
+    ilab_status st = load_parsed(s, &parser, label, err, err_cap);
+    yaml_parser_delete(&parser);
     return st;
 }
 

@@ -13,10 +13,11 @@
 #ifndef ILAB_HOST_SETTINGS_H
 #define ILAB_HOST_SETTINGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "inferlab/inferlab.h"
-#include "../runtime/engine.h"
+#include "engine_config.h"
 
 typedef struct ilab_plugin_settings {
     char *plugin;                 /* manifest name */
@@ -28,8 +29,18 @@ typedef struct ilab_server_settings {
     char *host;
     int port;
     size_t max_body_bytes;
-    int request_timeout_seconds;
+    int request_timeout_seconds;   /* idle limit while a body or a response moves */
     int shutdown_grace_seconds;
+    int head_timeout_seconds;      /* deadline for a complete request head */
+    int max_connections;           /* open connections in all */
+    int max_connections_per_client; /* per client address; 0 = no limit */
+    int threads;                   /* HTTP event-loop threads */
+    char *api_key;                 /* owned; NULL = none */
+    int metrics_require_key;       /* 1: /metrics needs the key too */
+    char *access_log;              /* owned; NULL = none */
+    char **backends;               /* owned; the plugins serve serves (none: every one
+                                      of the folders); --backend replaces them */
+    size_t n_backends;
 } ilab_server_settings;
 
 typedef struct ilab_settings {
@@ -40,6 +51,8 @@ typedef struct ilab_settings {
     ilab_server_settings server;
     ilab_plugin_settings *plugins; /* owned */
     size_t n_plugins;
+    bool allow_insecure_plugins; /* --allow-insecure-plugins: load plugins the trust rule
+                                    refuses (host/loader/trust.h). Dangerous; CLI only */
 } ilab_settings;
 
 void ilab_settings_init(ilab_settings *s); /* defaults */
@@ -48,6 +61,11 @@ void ilab_settings_free(ilab_settings *s);
 /* Merge a YAML file; errors name the file, line and key. */
 ilab_status ilab_settings_load_file(ilab_settings *s, const char *path,
                                     char *err, size_t err_cap);
+
+/* The same for `len` bytes of YAML in memory; `label` stands for the file
+ * name in messages. Both loaders share one document walker. */
+ilab_status ilab_settings_load_text(ilab_settings *s, const char *label, const char *text,
+                                    size_t len, char *err, size_t err_cap);
 
 /* Apply one "plugin.key=value" override. */
 ilab_status ilab_settings_set(ilab_settings *s, const char *assignment,
@@ -58,7 +76,7 @@ ilab_status ilab_settings_add_plugin_dir(ilab_settings *s, const char *dir);
 /* What every CLI command does with its common options, in this order
  * whatever the order on the command line: load `config_path` (may be NULL),
  * then apply each "plugin.key=value" of `sets`, then append `plugin_dirs`.
- * Errors name the file/line or the --set argument. (addition: runtime) */
+ * Errors name the file/line or the --set argument. */
 ilab_status ilab_settings_from_cli(ilab_settings *s, const char *config_path,
                                    const char *const *sets, size_t n_sets,
                                    const char *const *plugin_dirs, size_t n_dirs,

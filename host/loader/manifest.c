@@ -272,7 +272,9 @@ static int key_index(const char *const *keys, const char *key)
 static const char *const cap_keys[] = {"tokenizer", "logits", "topk_max", "sampling", "cache",
                                        "batching", "streaming", "cancel", "max_context",
                                        "thread_safety", NULL};
-static const char *const cache_keys[] = {"fork", "truncate", NULL};
+static const char *const cache_keys[] = {"fork", "truncate", "stats", NULL};
+/* cache.stats came with ABI 1.1: manifests written for 1.0 do not have it. */
+static const char *const cache_required[] = {"fork", "truncate", NULL};
 static const char *const batching_keys[] = {"max_batch", NULL};
 static const char *const logits_names[] = {"none", "topk", "full", NULL};
 static const char *const sampling_names[] = {"host", "backend", NULL};
@@ -295,8 +297,10 @@ static bool cache_pair(parse_ctx *c, const char *path, const char *key, yaml_nod
     if (i < 0)
         return unknown_key(c, v, path, key);
     s->seen |= 1u << i;
-    return get_bool(c, v, i == 0 ? "capabilities.cache.fork" : "capabilities.cache.truncate",
-                    i == 0 ? &s->m->cache_fork : &s->m->cache_truncate);
+    static const char *const names[] = {"capabilities.cache.fork", "capabilities.cache.truncate",
+                                        "capabilities.cache.stats"};
+    bool *fields[] = {&s->m->cache_fork, &s->m->cache_truncate, &s->m->cache_stats};
+    return get_bool(c, v, names[i], fields[i]);
 }
 
 static bool batching_pair(parse_ctx *c, const char *path, const char *key, yaml_node_t *v,
@@ -309,6 +313,7 @@ static bool batching_pair(parse_ctx *c, const char *path, const char *key, yaml_
     return get_int(c, v, "capabilities.batching.max_batch", 1, &s->m->max_batch);
 }
 
+/* `keys`: the required keys (each_pair's callback knows the optional ones). */
 static bool sub_mapping(parse_ctx *c, yaml_node_t *v, const char *path, const char *const *keys,
                         pair_fn each, ilab_manifest *m)
 {
@@ -318,6 +323,22 @@ static bool sub_mapping(parse_ctx *c, yaml_node_t *v, const char *path, const ch
         return false;
     seen_manifest s = {m, 0};
     return each_pair(c, v, path, each, &s) && check_required(c, v, path, keys, s.seen);
+}
+
+/* `tokenizer: true | false | text`: "text" (schema 1, later addition) is a
+ * tokenizer whose text is whole code points only (docs/contract.md TOK-10).
+ * A host that predates it refuses the value, which is what it should do: it
+ * would take the pieces for bytes. */
+static bool get_tokenizer(parse_ctx *c, const yaml_node_t *v, const char *key, ilab_manifest *m)
+{
+    if (!want_scalar(c, v, key))
+        return false;
+    m->tokenizer_text = !strcmp(scalar(v), "text");
+    if (m->tokenizer_text)
+        m->tokenizer = true;
+    else if (!parse_bool_text(scalar(v), &m->tokenizer))
+        return fail(c, v, "key '%s' must be true, false or text, got '%s'", key, scalar(v));
+    return true;
 }
 
 static bool cap_pair(parse_ctx *c, const char *path, const char *key, yaml_node_t *v, void *out)
@@ -332,11 +353,11 @@ static bool cap_pair(parse_ctx *c, const char *path, const char *key, yaml_node_
     snprintf(full, sizeof full, "%s%s", path, key);
     bool ok = true;
     switch (i) {
-    case 0: ok = get_bool(c, v, full, &m->tokenizer); break;
+    case 0: ok = get_tokenizer(c, v, full, m); break;
     case 1: ok = get_enum(c, v, full, logits_names, &e); m->logits = (ilab_logits_kind)e; break;
     case 2: ok = get_int(c, v, full, 0, &m->topk_max); break;
     case 3: ok = get_enum(c, v, full, sampling_names, &e); m->sampling = (ilab_sampling_owner)e; break;
-    case 4: ok = sub_mapping(c, v, "capabilities.cache.", cache_keys, cache_pair, m); break;
+    case 4: ok = sub_mapping(c, v, "capabilities.cache.", cache_required, cache_pair, m); break;
     case 5: ok = sub_mapping(c, v, "capabilities.batching.", batching_keys, batching_pair, m); break;
     case 6: ok = get_bool(c, v, full, &m->streaming); break;
     case 7: ok = get_bool(c, v, full, &m->cancel); break;
@@ -478,6 +499,20 @@ static bool check_consistency(parse_ctx *c, const yaml_node_t *root, const ilab_
                              "from eval() logits), got 'logits: %s'", ilab_logits_kind_name(m->logits));
     if (m->logits == ILAB_LOGITS_TOPK && m->topk_max < 1)
         return fail(c, root, "capabilities: 'logits: topk' requires 'topk_max' >= 1");
+    /* A 1.0 host cannot call cache_stats(): the plugin must say it needs 1.1. */
+    if (m->cache_stats && m->abi_major == 1 && m->abi_minor < 1)
+        return fail(c, root, "capabilities: 'cache.stats' is an ABI 1.1 capability (cache_stats()), "
+                             "but 'abi' is %u.%u: declare abi 1.1", m->abi_major, m->abi_minor);
+    /* The host's own sampling turns tokens into text with token_piece(),
+     * which a text tokenizer cannot give byte for byte. */
+    if (m->tokenizer_text && m->sampling == ILAB_SAMPLING_HOST)
+        return fail(c, root, "capabilities: 'tokenizer: text' requires 'sampling: backend' (with "
+                             "'sampling: host' the host builds the output text from token_piece(), "
+                             "whose text pieces are not byte-exact)");
+    if (m->cache_stats && m->logits != ILAB_LOGITS_FULL)
+        return fail(c, root, "capabilities: 'cache.stats' requires 'logits: full' (it reports the "
+                             "cache of the sequences eval() fills), got 'logits: %s'",
+                    ilab_logits_kind_name(m->logits));
     return true;
 }
 

@@ -25,12 +25,14 @@ typedef struct ilab_manifest {
     unsigned abi_major, abi_minor;
     char *description;
 
-    bool tokenizer;
+    bool tokenizer;      /* tokenize/detokenize/token_piece work ("true" or "text") */
+    bool tokenizer_text; /* "tokenizer: text": pieces are text, not bytes (contract TOK-10) */
     ilab_logits_kind logits;
     int topk_max;
     ilab_sampling_owner sampling;
     bool cache_fork;
     bool cache_truncate;
+    bool cache_stats; /* optional key (ABI 1.1); false when absent */
     int max_batch;
     bool streaming;
     bool cancel;

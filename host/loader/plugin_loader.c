@@ -7,14 +7,20 @@
 #include "plugin_loader.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct ilab_plugin {
     char *path;
     void *dl;
+    int fd;                /* ilab_plugin_load_fresh's descriptor, else -1 */
+    ilab_file_id file;
     const ilab_plugin_entry_t *entry;
     ilab_manifest *manifest;
     /* The plugin's table copied up to its struct_size; the rest are shims. */
@@ -81,6 +87,12 @@ static ilab_status shim_generate(ilab_backend_t *b, const ilab_generate_request_
     return ILAB_UNSUPPORTED;
 }
 static ilab_status shim_cancel(ilab_backend_t *b, uint64_t id) { return ILAB_UNSUPPORTED; }
+/* ABI 1.1: a table built against 1.0 has no cache_stats; the engine then
+ * admits by its own estimate (docs/runtime.md). */
+static ilab_status shim_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s)
+{
+    return ILAB_UNSUPPORTED;
+}
 
 /* Every member of the table: its name, where it is, and the shim standing in
  * for it when the plugin's table is too short to hold it. */
@@ -108,6 +120,7 @@ static const member_info members[] = {
     MEMBER(eval, shim_eval),
     MEMBER(generate, shim_generate),
     MEMBER(cancel, shim_cancel),
+    MEMBER(cache_stats, shim_cache_stats),
 };
 #define N_MEMBERS (sizeof members / sizeof members[0])
 
@@ -209,10 +222,11 @@ typedef struct capability_need {
 static ilab_status check_capabilities(const char *path, const ilab_manifest *m,
                                       const ilab_backend_api_t *t, char *err, size_t err_cap)
 {
-    capability_need needs[7];
+    capability_need needs[8];
     size_t n = 0;
     if (m->tokenizer)
-        needs[n++] = (capability_need){"tokenizer: true", {"tokenize", "detokenize", "token_piece"}};
+        needs[n++] = (capability_need){m->tokenizer_text ? "tokenizer: text" : "tokenizer: true",
+                                       {"tokenize", "detokenize", "token_piece"}};
     if (m->logits == ILAB_LOGITS_FULL)
         needs[n++] = (capability_need){"logits: full", {"seq_create", "seq_free", "seq_length", "eval"}};
     if (m->cache_fork)
@@ -223,6 +237,8 @@ static ilab_status check_capabilities(const char *path, const ilab_manifest *m,
         needs[n++] = (capability_need){"sampling: backend", {"generate"}};
     if (m->cancel)
         needs[n++] = (capability_need){"cancel: true", {"cancel"}};
+    if (m->cache_stats)
+        needs[n++] = (capability_need){"cache.stats: true", {"cache_stats"}};
 
     for (size_t i = 0; i < n; i++)
         for (const char *const *name = needs[i].members; *name; name++) {
@@ -277,19 +293,51 @@ static void copy_table(const ilab_backend_api_t *t, ilab_backend_api_t *out)
     out->struct_size = sizeof *out;
 }
 
-ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_plugin **out)
+ilab_status ilab_plugin_check_entry(const char *path, const ilab_plugin_entry_t *e, char *err,
+                                    size_t err_cap, ilab_manifest **manifest)
 {
-    if (err && err_cap)
-        err[0] = '\0';
-    if (!path || !out)
-        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
-                      "no plugin path or out-parameter");
+    *manifest = NULL;
+    ilab_manifest *m = NULL;
+    char why[512];
+    ilab_status st = check_entry(path, e, err, err_cap);
+    if (st != ILAB_OK)
+        return st;
+    if (ilab_manifest_parse(e->manifest_yaml, why, sizeof why, &m) != ILAB_OK)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path, "manifest: %s", why);
+    if ((st = check_manifest_matches(path, e, m, err, err_cap)) != ILAB_OK ||
+        (st = check_table(path, e->backend, err, err_cap)) != ILAB_OK ||
+        (st = check_capabilities(path, m, e->backend, err, err_cap)) != ILAB_OK ||
+        (st = check_members(path, e->backend, err, err_cap)) != ILAB_OK) {
+        ilab_manifest_free(m);
+        return st;
+    }
+    *manifest = m;
+    return ILAB_OK;
+}
 
+/* dlerror()'s text with `alias` (the /proc/self/fd name) spelled `path`. */
+static void dl_message(const char *why, const char *alias, const char *path, char *out,
+                       size_t cap)
+{
+    const char *at = alias ? strstr(why, alias) : NULL;
+    if (!at)
+        snprintf(out, cap, "%s", why);
+    else
+        snprintf(out, cap, "%.*s%s%s", (int)(at - why), why, path, at + strlen(alias));
+}
+
+/* Open `dl_name` (the path, or its /proc/self/fd alias) as the plugin `path`. */
+static ilab_status load_as(const char *path, const char *dl_name, char *err, size_t err_cap,
+                           ilab_plugin **out)
+{
     dlerror();
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *dl = dlopen(dl_name, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *why = dlerror();
-        return refuse(err, err_cap, ILAB_IO, path, "dlopen failed: %s", why ? why : "unknown error");
+        char msg[1024];
+        dl_message(why ? why : "unknown error", dl_name != path ? dl_name : NULL, path, msg,
+                   sizeof msg);
+        return refuse(err, err_cap, ILAB_IO, path, "dlopen failed: %s", msg);
     }
     dlerror();
     const ilab_plugin_entry_t *e = dlsym(dl, ILAB_PLUGIN_ENTRY_SYMBOL);
@@ -303,18 +351,8 @@ ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_p
     }
 
     ilab_manifest *m = NULL;
-    char why[512];
-    ilab_status st = check_entry(path, e, err, err_cap);
+    ilab_status st = ilab_plugin_check_entry(path, e, err, err_cap, &m);
     if (st != ILAB_OK)
-        goto refused;
-    if (ilab_manifest_parse(e->manifest_yaml, why, sizeof why, &m) != ILAB_OK) {
-        st = refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path, "manifest: %s", why);
-        goto refused;
-    }
-    if ((st = check_manifest_matches(path, e, m, err, err_cap)) != ILAB_OK ||
-        (st = check_table(path, e->backend, err, err_cap)) != ILAB_OK ||
-        (st = check_capabilities(path, m, e->backend, err, err_cap)) != ILAB_OK ||
-        (st = check_members(path, e->backend, err, err_cap)) != ILAB_OK)
         goto refused;
 
     ilab_plugin *p = calloc(1, sizeof *p);
@@ -324,6 +362,7 @@ ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_p
         goto refused;
     }
     p->dl = dl;
+    p->fd = -1;
     p->entry = e;
     p->manifest = m;
     copy_table(e->backend, &p->api);
@@ -336,6 +375,70 @@ refused:
     return st;
 }
 
+ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_plugin **out)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
+                      "no plugin path or out-parameter");
+    return load_as(path, path, err, err_cap, out);
+}
+
+static void file_id_from_stat(const struct stat *st, ilab_file_id *out)
+{
+    memset(out, 0, sizeof *out);
+    out->dev = st->st_dev;
+    out->ino = st->st_ino;
+    out->size = st->st_size;
+    out->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+bool ilab_file_id_of(const char *path, ilab_file_id *out)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return false;
+    file_id_from_stat(&st, out);
+    return true;
+}
+
+bool ilab_file_id_equal(const ilab_file_id *a, const ilab_file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns;
+}
+
+ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
+                                   ilab_plugin **out)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
+                      "no plugin path or out-parameter");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return refuse(err, err_cap, ILAB_IO, path, "cannot open: %s", strerror(e));
+    }
+    char alias[64];
+    snprintf(alias, sizeof alias, "/proc/self/fd/%d", fd);
+    ilab_status s = load_as(path, alias, err, err_cap, out);
+    if (s != ILAB_OK) {
+        close(fd);
+        return s;
+    }
+    (*out)->fd = fd;
+    file_id_from_stat(&st, &(*out)->file);
+    return ILAB_OK;
+}
+
+const ilab_file_id *ilab_plugin_file_id(const ilab_plugin *p) { return &p->file; }
+
 void ilab_plugin_unload(ilab_plugin *p)
 {
     if (!p)
@@ -343,6 +446,8 @@ void ilab_plugin_unload(ilab_plugin *p)
     ilab_manifest_free(p->manifest);
     if (p->dl)
         dlclose(p->dl);
+    if (p->fd >= 0)
+        close(p->fd);
     free(p->path);
     free(p);
 }

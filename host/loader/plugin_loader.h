@@ -6,7 +6,10 @@
 #ifndef ILAB_HOST_PLUGIN_LOADER_H
 #define ILAB_HOST_PLUGIN_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "inferlab/inferlab.h"
 #include "manifest.h"
@@ -19,6 +22,42 @@ typedef struct ilab_plugin ilab_plugin;
  * manifest problems) and writes a message that names the file into `err`. */
 ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap,
                              ilab_plugin **out);
+
+/* What tells one file from another at the same path: a file replaced (mv,
+ * install) has a new inode; one written into in place keeps its inode but
+ * not its size or modification time. */
+typedef struct ilab_file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns;
+} ilab_file_id;
+
+/* stat() `path` into `out`; false (errno set) when it cannot be. Any thread. */
+bool ilab_file_id_of(const char *path, ilab_file_id *out);
+bool ilab_file_id_equal(const ilab_file_id *a, const ilab_file_id *b);
+
+/* ilab_plugin_load, but always a library of its own: the file is opened
+ * and dlopen'ed as /proc/self/fd/N (that descriptor stays open while the
+ * plugin is loaded, so N names no other library meanwhile). dlopen() hands
+ * back an already loaded library when the name given matches, so a new
+ * file at the path of a version still serving would otherwise come back as
+ * the old version. Messages name `path`. The identity of the file actually
+ * loaded is ilab_plugin_file_id's. Runs the library's constructors: the
+ * thread that forks inspection children must be the one calling it. */
+ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
+                                   ilab_plugin **out);
+
+/* The file a plugin was loaded from (zeros for ilab_plugin_load's).
+ * Borrowed from the plugin; any thread. */
+const ilab_file_id *ilab_plugin_file_id(const ilab_plugin *p);
+
+/* Every check ilab_plugin_load() makes on the bootstrap entry it found at
+ * `path` (named in messages): ABI negotiation, manifest parse + schema, the
+ * cross-check of manifest against entry and backend table. Runs no plugin
+ * code. On success *manifest is the parsed manifest, owned by the caller. */
+ilab_status ilab_plugin_check_entry(const char *path, const ilab_plugin_entry_t *entry,
+                                    char *err, size_t err_cap, ilab_manifest **manifest);
 
 /* dlclose and free. NULL is a no-op. */
 void ilab_plugin_unload(ilab_plugin *p);

@@ -39,6 +39,7 @@ static histogram e2e_h = {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t prompt_tokens, generation_tokens;
 static uint64_t finished[5];
+static uint64_t preemptions, prefix_queries, prefix_hits;
 static int64_t running, waiting, kv_positions, kv_capacity;
 
 static void observe(histogram *h, double v)
@@ -70,6 +71,15 @@ void ilab_metrics_add_running(int64_t d) { ADD(running, d); }
 void ilab_metrics_add_waiting(int64_t d) { ADD(waiting, d); }
 void ilab_metrics_add_kv_positions(int64_t d) { ADD(kv_positions, d); }
 void ilab_metrics_add_kv_capacity(int64_t d) { ADD(kv_capacity, d); }
+void ilab_metrics_add_preemptions(uint64_t n) { ADD(preemptions, n); }
+
+void ilab_metrics_add_prefix_cache(uint64_t queried, uint64_t hit)
+{
+    pthread_mutex_lock(&lock);
+    prefix_queries += queried;
+    prefix_hits += hit;
+    pthread_mutex_unlock(&lock);
+}
 
 void ilab_metrics_add_finished(int reason)
 {
@@ -141,10 +151,22 @@ char *ilab_metrics_render(void)
             "# TYPE inferlab:num_requests_waiting gauge\n"
             "inferlab:num_requests_waiting %lld\n", (long long)waiting);
     double usage = kv_capacity > 0 ? (double)kv_positions / (double)kv_capacity : 0.0;
-    put(&b, "# HELP inferlab:kv_cache_usage_ratio Host estimate: positions held / "
-            "(max_running * max_context).\n"
+    put(&b, "# HELP inferlab:kv_cache_usage_ratio KV-cache positions in use / capacity: the "
+            "backend's figures where it declares cache.stats, else the host estimate (positions "
+            "held / (max_running * max_context)).\n"
             "# TYPE inferlab:kv_cache_usage_ratio gauge\n"
             "inferlab:kv_cache_usage_ratio %.6g\n", usage);
+    put(&b, "# HELP inferlab:num_preemptions_total Running requests preempted for KV-cache "
+            "room (recomputed later).\n"
+            "# TYPE inferlab:num_preemptions_total counter\n"
+            "inferlab:num_preemptions_total %llu\n", (unsigned long long)preemptions);
+    put(&b, "# HELP inferlab:prefix_cache_queries_total Tokens looked up in the prefix cache.\n"
+            "# TYPE inferlab:prefix_cache_queries_total counter\n"
+            "inferlab:prefix_cache_queries_total %llu\n", (unsigned long long)prefix_queries);
+    put(&b, "# HELP inferlab:prefix_cache_hits_total Tokens found in the prefix cache (prefill "
+            "tokens saved).\n"
+            "# TYPE inferlab:prefix_cache_hits_total counter\n"
+            "inferlab:prefix_cache_hits_total %llu\n", (unsigned long long)prefix_hits);
     put(&b, "# HELP inferlab:prompt_tokens_total Prompt tokens processed.\n"
             "# TYPE inferlab:prompt_tokens_total counter\n"
             "inferlab:prompt_tokens_total %llu\n", (unsigned long long)prompt_tokens);
@@ -182,6 +204,7 @@ void ilab_metrics_reset(void)
     reset_histogram(&e2e_h);
     prompt_tokens = generation_tokens = 0;
     memset(finished, 0, sizeof finished);
+    preemptions = prefix_queries = prefix_hits = 0;
     running = waiting = kv_positions = kv_capacity = 0;
     pthread_mutex_unlock(&lock);
 }

@@ -5,9 +5,14 @@
  *   inferlab:e2e_request_latency_seconds   histogram  submit -> terminal event
  *   inferlab:num_requests_running          gauge      sequences in running batches
  *   inferlab:num_requests_waiting          gauge      requests queued
- *   inferlab:kv_cache_usage_ratio          gauge      host-side estimate: positions
- *                                                     held / (max_running * max_context),
- *                                                     summed over engines
+ *   inferlab:kv_cache_usage_ratio          gauge      positions used / capacity, summed
+ *                                                     over engines: the backend's figures
+ *                                                     (cache.stats) or the host estimate
+ *                                                     positions held / (max_running *
+ *                                                     max_context)
+ *   inferlab:num_preemptions_total         counter    requests preempted for cache room
+ *   inferlab:prefix_cache_queries_total    counter    tokens looked up in the prefix cache
+ *   inferlab:prefix_cache_hits_total       counter    of them found (prefill tokens saved)
  *   inferlab:prompt_tokens_total           counter
  *   inferlab:generation_tokens_total       counter
  *   inferlab:request_success_total         counter    label finished_reason
@@ -31,6 +36,10 @@ void ilab_metrics_add_running(int64_t delta);
 void ilab_metrics_add_waiting(int64_t delta);
 void ilab_metrics_add_kv_positions(int64_t delta); /* positions held */
 void ilab_metrics_add_kv_capacity(int64_t delta);  /* max_running * max_context per engine */
+
+void ilab_metrics_add_preemptions(uint64_t n);
+/* One prefix-cache lookup: `queried` tokens asked for, `hit` of them found. */
+void ilab_metrics_add_prefix_cache(uint64_t queried, uint64_t hit);
 
 /* The whole exposition as Prometheus text (version 0.0.4), in a malloc'd,
  * NUL-terminated string the caller frees; NULL on OOM. For GET /metrics. */

@@ -4,6 +4,7 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,27 +22,81 @@ struct ilab_sampler {
     uint8_t *seen;    /* vocab_size flags: token in prompt or output */
     int32_t *history; /* the distinct seen tokens, for the penalty pass */
     int32_t n_history;
+    int32_t *out_count;   /* vocab_size: times each token was output */
+    int32_t *out_history; /* the distinct output tokens, for presence/frequency */
+    int32_t n_out_history;
     float *raw;       /* copy of the raw logits, for logprobs */
     candidate *cand;  /* workspace: tokens still in the running */
     candidate *sorted; /* workspace: the head of the order, popped off the heap */
     int32_t n_cand;
 };
 
+void ilab_sampling_default(ilab_sampling_t *params)
+{
+    memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->temperature = ILAB_SAMPLING_DEFAULT_TEMPERATURE;
+    params->top_k = 0;
+    params->top_p = ILAB_SAMPLING_DEFAULT_TOP_P;
+    params->min_p = 0.0f;
+    params->repetition_penalty = 1.0f;
+    params->seed = ILAB_SAMPLING_DEFAULT_SEED;
+    params->presence_penalty = 0.0f;
+    params->frequency_penalty = 0.0f;
+}
+
+/* The smallest valid writer: ABI 1.0's struct ends with frequency_penalty. */
+#define SAMPLING_SIZE_ABI_1_0 (offsetof(ilab_sampling_t, frequency_penalty) + sizeof(float))
+
+/* `in` as the host's own struct: members a (future, smaller) writer did not
+ * have are off, i.e. zero. */
+static ilab_sampling_t sampling_as_known(const ilab_sampling_t *in)
+{
+    ilab_sampling_t s;
+    memset(&s, 0, sizeof s);
+    memcpy(&s, in, in->struct_size < sizeof s ? in->struct_size : sizeof s);
+    s.struct_size = sizeof s;
+    return s;
+}
+
+static bool penalty_in_range(float v)
+{
+    return v >= -2.0f && v <= 2.0f; /* false for NaN */
+}
+
+/* What is wrong with the values of `p`, or NULL. */
+static const char *range_error(const ilab_sampling_t *p)
+{
+    if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
+        return "temperature must be a finite number >= 0";
+    if (p->top_k < 0)
+        return "top_k must be >= 0 (0 = off)";
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return "top_p must be in (0, 1] (1 = off)";
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return "min_p must be in [0, 1] (0 = off)";
+    if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
+        return "repetition_penalty must be a finite number > 0 (1 = off)";
+    if (!penalty_in_range(p->presence_penalty))
+        return "presence_penalty must be in [-2, 2] (0 = off)";
+    if (!penalty_in_range(p->frequency_penalty))
+        return "frequency_penalty must be in [-2, 2] (0 = off)";
+    return NULL;
+}
+
 ilab_status ilab_sampling_validate(const ilab_sampling_t *params, char *err, size_t err_cap)
 {
     const char *bad = NULL;
-    if (!params)
+    if (!params) {
         bad = "no sampling parameters";
-    else if (!(params->temperature >= 0.0f) || !isfinite(params->temperature))
-        bad = "temperature must be a finite number >= 0";
-    else if (params->top_k < 0)
-        bad = "top_k must be >= 0 (0 = off)";
-    else if (!(params->top_p > 0.0f && params->top_p <= 1.0f))
-        bad = "top_p must be in (0, 1] (1 = off)";
-    else if (!(params->min_p >= 0.0f && params->min_p <= 1.0f))
-        bad = "min_p must be in [0, 1] (0 = off)";
-    else if (!(params->repetition_penalty > 0.0f) || !isfinite(params->repetition_penalty))
-        bad = "repetition_penalty must be a finite number > 0 (1 = off)";
+    } else if (params->struct_size < SAMPLING_SIZE_ABI_1_0) {
+        bad = "struct_size is smaller than ABI 1.0's ilab_sampling_t";
+    } else if (!ilab_struct_tail_is_zero(params, sizeof *params)) {
+        bad = "a member past this host's ilab_sampling_t is set (the writer is newer)";
+    } else {
+        ilab_sampling_t known = sampling_as_known(params);
+        bad = range_error(&known);
+    }
     if (bad) {
         if (err && err_cap)
             snprintf(err, err_cap, "invalid sampling parameter: %s", bad);
@@ -64,14 +119,17 @@ ilab_status ilab_sampler_create(const ilab_sampling_t *params, int32_t vocab_siz
     ilab_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return ILAB_OUT_OF_MEMORY;
-    s->params = *params;
+    s->params = sampling_as_known(params);
     s->vocab_size = vocab_size;
     s->seen = calloc((size_t)vocab_size, 1);
     s->history = malloc((size_t)vocab_size * sizeof *s->history);
+    s->out_count = calloc((size_t)vocab_size, sizeof *s->out_count);
+    s->out_history = malloc((size_t)vocab_size * sizeof *s->out_history);
     s->raw = malloc((size_t)vocab_size * sizeof *s->raw);
     s->cand = malloc((size_t)vocab_size * sizeof *s->cand);
     s->sorted = malloc((size_t)vocab_size * sizeof *s->sorted);
-    if (!s->seen || !s->history || !s->raw || !s->cand || !s->sorted) {
+    if (!s->seen || !s->history || !s->out_count || !s->out_history || !s->raw || !s->cand ||
+        !s->sorted) {
         ilab_sampler_free(s);
         if (err && err_cap)
             snprintf(err, err_cap, "out of memory for a sampler over %d tokens", vocab_size);
@@ -88,18 +146,24 @@ void ilab_sampler_free(ilab_sampler *s)
         return;
     free(s->seen);
     free(s->history);
+    free(s->out_count);
+    free(s->out_history);
     free(s->raw);
     free(s->cand);
     free(s->sorted);
     free(s);
 }
 
-void ilab_sampler_accept(ilab_sampler *s, int32_t token)
+void ilab_sampler_accept(ilab_sampler *s, int32_t token, bool is_output)
 {
-    if (token < 0 || token >= s->vocab_size || s->seen[token])
+    if (token < 0 || token >= s->vocab_size)
         return;
-    s->seen[token] = 1;
-    s->history[s->n_history++] = token;
+    if (!s->seen[token]) {
+        s->seen[token] = 1;
+        s->history[s->n_history++] = token;
+    }
+    if (is_output && s->out_count[token]++ == 0)
+        s->out_history[s->n_out_history++] = token;
 }
 
 static int32_t argmax(const float *x, int32_t n)
@@ -149,7 +213,26 @@ static void apply_repetition_penalty(ilab_sampler *s, float *logits)
     }
 }
 
-/* Runs every processor after the penalty and leaves the surviving tokens,
+/* OpenAI's presence and frequency penalties, over output tokens only:
+ * logit -= presence (once it has appeared) + frequency * count. */
+static void apply_presence_frequency(ilab_sampler *s, float *logits)
+{
+    float presence = s->params.presence_penalty, frequency = s->params.frequency_penalty;
+    if (presence == 0.0f && frequency == 0.0f)
+        return;
+    for (int32_t i = 0; i < s->n_out_history; i++) {
+        int32_t t = s->out_history[i];
+        logits[t] -= presence + frequency * (float)s->out_count[t];
+    }
+}
+
+static void apply_penalties(ilab_sampler *s, float *logits)
+{
+    apply_repetition_penalty(s, logits);
+    apply_presence_frequency(s, logits);
+}
+
+/* Runs every processor after the penalties and leaves the surviving tokens,
  * with logits divided by T, in s->cand[0..n_cand). Temperature > 0. */
 static void select_candidates(ilab_sampler *s, const float *logits)
 {
@@ -240,7 +323,7 @@ static void select_candidates(ilab_sampler *s, const float *logits)
 void ilab_sampler_process(ilab_sampler *s, float *logits)
 {
     int32_t n = s->vocab_size;
-    apply_repetition_penalty(s, logits);
+    apply_penalties(s, logits);
     if (s->params.temperature == 0.0f) {
         int32_t a = argmax(logits, n);
         float keep = logits[a];
@@ -324,9 +407,11 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
     double lse = (double)max_raw + log(sum_exp_shifted(logits, n, max_raw));
     if (n_top > 0 && top)
         top_logprobs(logits, n, lse, top, n_top > n ? n : n_top);
-    /* Only the repetition penalty writes into `logits`; keep the raw values
-     * aside only when it will. */
-    bool penalised = s->params.repetition_penalty != 1.0f && s->n_history > 0;
+    /* Only the penalties write into `logits`; keep the raw values aside
+     * only when one will. */
+    bool penalised = (s->params.repetition_penalty != 1.0f && s->n_history > 0) ||
+                     ((s->params.presence_penalty != 0.0f || s->params.frequency_penalty != 0.0f) &&
+                      s->n_out_history > 0);
     const float *raw = logits;
     if (penalised) {
         memcpy(s->raw, logits, (size_t)n * sizeof *logits);
@@ -334,7 +419,7 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
     }
 
     int32_t token;
-    apply_repetition_penalty(s, logits);
+    apply_penalties(s, logits);
     if (s->params.temperature == 0.0f) {
         token = penalised ? argmax(logits, n) : raw_best;
     } else {

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../loader/registry.h"
 
 struct ilab_session {
     ilab_plugin *plugin;
@@ -14,6 +13,39 @@ struct ilab_session {
     ilab_config_entry_t *config; /* validated user entries + manifest defaults */
     size_t n_config;
 };
+
+ilab_status ilab_session_scan(const ilab_settings *settings, char *err, size_t err_cap,
+                              ilab_catalog **out)
+{
+    ilab_catalog_options o = {
+        .plugin_dirs = (const char *const *)settings->plugin_dirs,
+        .n_dirs = settings->n_plugin_dirs,
+        .allow_insecure = settings->allow_insecure_plugins,
+    };
+    ilab_catalog *c = NULL;
+    ilab_status st = ilab_catalog_scan(&o, err, err_cap, &c);
+    if (st != ILAB_OK)
+        return st;
+    ilab_catalog_warn(c, "inferlab: ", stderr);
+    /* Settings for a plugin nobody has are a typo the user must hear of. */
+    const char **names = settings->n_plugins ? calloc(settings->n_plugins, sizeof *names) : NULL;
+    if (settings->n_plugins && !names) {
+        ilab_catalog_free(c);
+        snprintf(err, err_cap, "session: out of memory");
+        return ILAB_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < settings->n_plugins; i++)
+        names[i] = settings->plugins[i].plugin;
+    st = ilab_catalog_check_names(c, names, settings->n_plugins, "configuration for plugin", err,
+                                  err_cap);
+    free(names);
+    if (st != ILAB_OK) {
+        ilab_catalog_free(c);
+        return st;
+    }
+    *out = c;
+    return ILAB_OK;
+}
 
 ilab_status ilab_session_open(const ilab_settings *settings, const char *backend, char *err,
                               size_t err_cap, ilab_session **out)
@@ -28,24 +60,56 @@ ilab_status ilab_session_open(const ilab_settings *settings, const char *backend
         snprintf(err, err_cap, "session: settings and an out pointer are required");
         return ILAB_INVALID_ARGUMENT;
     }
+    ilab_catalog *c = NULL;
+    ilab_status st = ilab_session_scan(settings, err, err_cap, &c);
+    if (st != ILAB_OK)
+        return st;
+    st = ilab_session_open_from(c, settings, backend, err, err_cap, out);
+    ilab_catalog_free(c);
+    return st;
+}
+
+ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_settings *settings,
+                                   const char *backend, char *err, size_t err_cap,
+                                   ilab_session **out)
+{
+    char dummy[1];
+    if (!err || !err_cap) {
+        err = dummy;
+        err_cap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!catalog || !settings || !out) {
+        snprintf(err, err_cap, "session: a catalog, settings and an out pointer are required");
+        return ILAB_INVALID_ARGUMENT;
+    }
     const char *name = backend && backend[0] ? backend
                        : settings->default_backend && settings->default_backend[0]
                            ? settings->default_backend
                            : "torchlike";
+    const ilab_catalog_entry *e = ilab_catalog_find(catalog, name);
+    if (!e) {
+        /* A wrong name, not an unavailable backend: ILAB_UNAVAILABLE is kept
+         * for the probe's answer (the CLI exits 3 only for that). */
+        ilab_catalog_describe_unknown(catalog, "backend", name, err, err_cap);
+        return ILAB_INVALID_ARGUMENT;
+    }
+    if (e->state == ILAB_PLUGIN_REJECTED) {
+        snprintf(err, err_cap, "backend '%s' is rejected: %s", name, e->reason);
+        return ILAB_INVALID_ARGUMENT;
+    }
     ilab_session *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_cap, "session: out of memory");
         return ILAB_OUT_OF_MEMORY;
     }
-    ilab_status st = ilab_registry_open((const char *const *)settings->plugin_dirs,
-                                        settings->n_plugin_dirs, name, err, err_cap, &s->plugin);
+    /* The one plugin this process runs: the catalog looked inside the others
+     * in children only. A library of its own even when an older version of
+     * it is still loaded (serve's reload). */
+    ilab_status st = ilab_plugin_load_fresh(e->path, err, err_cap, &s->plugin);
     if (st != ILAB_OK) {
-        if (!err[0])
-            snprintf(err, err_cap, "backend '%s': no plugin with that name was found", name);
         free(s);
-        /* Not found is a wrong name, not an unavailable backend: ILAB_UNAVAILABLE
-         * is kept for the probe's answer (the CLI exits 3 only for that). */
-        return st == ILAB_UNAVAILABLE ? ILAB_INVALID_ARGUMENT : st;
+        return st;
     }
     const ilab_manifest *m = ilab_plugin_manifest(s->plugin);
     size_t n_user = 0;

@@ -5,14 +5,34 @@
 #define ILAB_HOST_SESSION_H
 
 #include "../config/settings.h"
+#include "../loader/catalog.h"
 #include "../loader/plugin_loader.h"
 
 typedef struct ilab_session ilab_session;
 
-/* `backend` NULL = settings' default backend ("torchlike" unless set).
- * ILAB_UNAVAILABLE: the probe's reason is in `err` (the CLI exits 3). */
+/* The catalog of the settings' search path (no probes), with its warnings
+ * (shadowed plugins, insecure ones allowed) printed to stderr, and the
+ * settings' per-plugin sections checked against its names: a section for a
+ * plugin nobody has is ILAB_INVALID_ARGUMENT naming the known ones and the
+ * closest. An unusable plugin folder is ILAB_INVALID_ARGUMENT too. Main
+ * thread (forks one child per plugin file). */
+ilab_status ilab_session_scan(const ilab_settings *settings, char *err, size_t err_cap,
+                              ilab_catalog **out);
+
+/* ilab_session_scan, then ilab_session_open_from. */
 ilab_status ilab_session_open(const ilab_settings *settings, const char *backend,
                               char *err, size_t err_cap, ilab_session **out);
+
+/* Load (in this process) the plugin of `catalog` named `backend` (NULL =
+ * settings' default backend, "torchlike" unless set), validate its settings,
+ * probe, create. ILAB_INVALID_ARGUMENT: a wrong name (the message suggests
+ * the closest and lists the plugins), a rejected plugin, or configuration
+ * the manifest refuses -- all usage errors (the CLI exits 2).
+ * ILAB_UNAVAILABLE: the probe's reason is in `err` (the CLI exits 3). The
+ * catalog may be freed afterwards. */
+ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_settings *settings,
+                                   const char *backend, char *err, size_t err_cap,
+                                   ilab_session **out);
 void ilab_session_close(ilab_session *s);
 
 const ilab_plugin *ilab_session_plugin(const ilab_session *s);

@@ -123,14 +123,21 @@ bool ilab_text_stream_push(ilab_text_stream *ts, const char *bytes, size_t len,
     memcpy(ts->pending + ts->pending_len, bytes, len);
     ts->pending_len += len;
 
-    /* Earliest stop match wins. Held text never contains a whole stop string
+    /* The stream stops at the shortest text that holds a stop string, cut
+     * before the longest occurrence ending there (STR-6): the one ending
+     * first wins, not the one starting first, which differs when one push
+     * completes a stop string inside another's span ({"abcd", "bc"} on
+     * "abcd" cuts at "a"). Held text never contains a whole stop string
      * before this push, so a match always lies within pending. */
-    size_t match = (size_t)-1;
+    size_t match = (size_t)-1, match_end = (size_t)-1;
     for (size_t i = 0; i < ts->n_stop; i++) {
         size_t sl = ts->stop_len[i];
-        for (size_t p = 0; p + sl <= ts->pending_len && p < match; p++)
+        for (size_t p = 0; p + sl <= ts->pending_len && p + sl <= match_end; p++)
             if (!memcmp(ts->pending + p, ts->stop[i], sl)) {
-                match = p;
+                if (p + sl < match_end || p < match) {
+                    match = p;
+                    match_end = p + sl;
+                }
                 break;
             }
     }

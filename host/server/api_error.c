@@ -10,11 +10,12 @@ static const char *type_for(unsigned http_status)
 {
     switch (http_status) {
     case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 405: return "invalid_request_error";
     case 413: return "invalid_request_error";
     case 503: return "service_unavailable";
-    default: return "server_error";
+    default: return http_status < 500 ? "invalid_request_error" : "server_error";
     }
 }
 

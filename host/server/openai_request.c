@@ -14,7 +14,10 @@ static const char *const completion_fields[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
     "repetition_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "stream",
     "stream_options", "logprobs", "echo", "n", "user", "presence_penalty",
-    "frequency_penalty", NULL,
+    "frequency_penalty",
+    /* vLLM's extensions that token-level clients (vllm_stub) send */
+    "return_token_ids", "return_tokens_as_token_ids", "skip_special_tokens",
+    "include_stop_str_in_output", NULL,
 };
 static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
@@ -227,7 +230,7 @@ static bool parse_messages(json_t *root, ilab_api_request *r, ilab_api_error *er
         const char *key;
         json_t *val;
         json_object_foreach(m, key, val) {
-            if (strcmp(key, "role") && strcmp(key, "content")) {
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name")) {
                 snprintf(param, sizeof param, "messages[%zu].%s", i, key);
                 ok = ilab_api_fail(err, 400, param, "unknown field '%s'", param);
                 break;
@@ -235,15 +238,27 @@ static bool parse_messages(json_t *root, ilab_api_request *r, ilab_api_error *er
         }
         if (!ok)
             break;
+        /* "name" (the OpenAI client sends it) tells participants apart; the
+         * template has no place for it, so it is checked and ignored. */
+        json_t *name = json_object_get(m, "name");
+        if (name && !json_is_string(name) && !json_is_null(name)) {
+            snprintf(param, sizeof param, "messages[%zu].name", i);
+            ok = ilab_api_fail(err, 400, param, "'%s' must be a string", param);
+            break;
+        }
         json_t *role = json_object_get(m, "role");
-        if (!json_is_string(role) || !ilab_chat_role_valid(json_string_value(role))) {
+        const char *role_name = json_is_string(role) ? json_string_value(role) : NULL;
+        /* OpenAI's newer name for the system role. */
+        if (role_name && !strcmp(role_name, "developer"))
+            role_name = "system";
+        if (!ilab_chat_role_valid(role_name)) {
             snprintf(param, sizeof param, "messages[%zu].role", i);
-            ok = ilab_api_fail(err, 400, param,
-                               "'%s' must be \"system\", \"user\" or \"assistant\"", param);
+            ok = ilab_api_fail(err, 400, param, "'%s' must be \"system\", \"developer\", "
+                               "\"user\" or \"assistant\"", param);
             break;
         }
         ok = message_text(json_object_get(m, "content"), i, &texts[i], err);
-        msgs[i].role = json_string_value(role);
+        msgs[i].role = role_name;
         msgs[i].content = texts[i];
     }
     if (ok) {
@@ -262,46 +277,59 @@ static bool parse_messages(json_t *root, ilab_api_request *r, ilab_api_error *er
  * with anything but their neutral value. */
 static bool neutral_only(json_t *root, ilab_api_request *r, ilab_api_error *err)
 {
-    json_int_t n = 1;
-    if (!get_int(root, "n", 1, 1, &n, err))
-        return ilab_api_fail(err, 400, "n", "'n' must be 1: one choice per request");
     bool echo = false;
     if (!get_bool(root, "echo", &echo, err))
         return false;
     if (echo)
         return ilab_api_fail(err, 400, "echo", "'echo' must be false: echoing the prompt is "
                                                "not supported");
-    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (size_t i = 0; i < 2; i++) {
-        float p = 0.0f;
-        if (!get_float(root, penalties[i], -2.0, 2.0, &p, err))
-            return false;
-        if (p != 0.0f)
-            return ilab_api_fail(err, 400, penalties[i],
-                                 "'%s' is not supported (only 0); use repetition_penalty",
-                                 penalties[i]);
-    }
     json_t *user = json_object_get(root, "user");
     if (user && !json_is_string(user) && !json_is_null(user))
         return ilab_api_fail(err, 400, "user", "'user' must be a string");
+    /* vLLM's defaults are what this server does: BOS/EOS have no text, and
+     * a stop string is cut from the output. */
+    bool skip_special = true, include_stop = false;
+    if (!get_bool(root, "skip_special_tokens", &skip_special, err) ||
+        !get_bool(root, "include_stop_str_in_output", &include_stop, err))
+        return false;
+    if (!skip_special)
+        return ilab_api_fail(err, 400, "skip_special_tokens", "'skip_special_tokens' must be "
+                             "true: special tokens have no text in this server's output");
+    if (include_stop)
+        return ilab_api_fail(err, 400, "include_stop_str_in_output", "'include_stop_str_in_output' "
+                             "must be false: the output is cut before a stop string");
     (void)r;
+    return true;
+}
+
+/* vLLM's token-level output: the ids of each chunk's tokens, and logprob
+ * token names "token_id:N" instead of text. */
+static bool parse_token_output(json_t *root, ilab_api_request *r, ilab_api_error *err)
+{
+    return get_bool(root, "return_token_ids", &r->return_token_ids, err) &&
+           get_bool(root, "return_tokens_as_token_ids", &r->tokens_as_ids, err);
+}
+
+/* n choices of one prompt (the engine runs one request per choice). */
+static bool parse_n(json_t *root, ilab_api_request *r, ilab_api_error *err)
+{
+    json_int_t n = 1;
+    if (!get_int(root, "n", 1, ILAB_SERVE_MAX_N, &n, err))
+        return false;
+    r->n = (int32_t)n;
     return true;
 }
 
 static bool parse_sampling(json_t *root, ilab_api_request *r, ilab_api_error *err)
 {
     ilab_sampling_t *s = &r->sampling;
-    s->struct_size = sizeof *s;
-    s->temperature = ILAB_SERVE_DEFAULT_TEMPERATURE;
-    s->top_p = ILAB_SERVE_DEFAULT_TOP_P;
-    s->top_k = 0;
-    s->min_p = 0.0f;
-    s->repetition_penalty = 1.0f;
-    s->seed = ILAB_SERVE_DEFAULT_SEED;
+    ilab_sampling_default(s);
     if (!get_float(root, "temperature", 0.0, 2.0, &s->temperature, err) ||
         !get_float(root, "top_p", 0.0, 1.0, &s->top_p, err) ||
         !get_float(root, "min_p", 0.0, 1.0, &s->min_p, err) ||
-        !get_float(root, "repetition_penalty", 0.01, 10.0, &s->repetition_penalty, err))
+        !get_float(root, "repetition_penalty", 0.01, 10.0, &s->repetition_penalty, err) ||
+        !get_float(root, "presence_penalty", -2.0, 2.0, &s->presence_penalty, err) ||
+        !get_float(root, "frequency_penalty", -2.0, 2.0, &s->frequency_penalty, err))
         return false;
     if (s->top_p <= 0.0f)
         return ilab_api_fail(err, 400, "top_p", "'top_p' must be greater than 0");
@@ -310,7 +338,7 @@ static bool parse_sampling(json_t *root, ilab_api_request *r, ilab_api_error *er
     if (!get_int(root, "top_k", -1, INT32_MAX, &top_k, err))
         return false;
     s->top_k = top_k < 0 ? 0 : (int32_t)top_k;
-    json_int_t seed = (json_int_t)ILAB_SERVE_DEFAULT_SEED;
+    json_int_t seed = (json_int_t)ILAB_SAMPLING_DEFAULT_SEED;
     if (!get_int(root, "seed", 0, INT64_MAX, &seed, err))
         return false;
     s->seed = (uint64_t)seed;
@@ -386,8 +414,9 @@ static bool parse_fields(json_t *root, ilab_api_request *r, ilab_api_error *err)
         if (!r->model)
             return ilab_api_fail(err, 500, NULL, "out of memory");
     }
-    if (!neutral_only(root, r, err) || !parse_sampling(root, r, err) ||
-        !parse_stream(root, r, err) || !parse_logprobs(root, r, err))
+    if (!neutral_only(root, r, err) || !parse_n(root, r, err) ||
+        !parse_sampling(root, r, err) || !parse_stream(root, r, err) ||
+        !parse_logprobs(root, r, err) || !parse_token_output(root, r, err))
         return false;
 
     json_int_t max_tokens = 0;

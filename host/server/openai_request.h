@@ -1,7 +1,7 @@
 /* Parsing an OpenAI-style request body (/v1/completions,
  * /v1/chat/completions) into what the engine needs. Fail closed: a field
- * this server does not know, or knows but cannot honour (echo: true, n > 1,
- * a non-zero presence penalty ...), is a 400 naming the field. */
+ * this server does not know, or knows but cannot honour (echo: true ...),
+ * is a 400 naming the field. */
 #ifndef ILAB_SERVER_OPENAI_REQUEST_H
 #define ILAB_SERVER_OPENAI_REQUEST_H
 
@@ -11,22 +11,23 @@
 
 #include "inferlab/inferlab.h"
 #include "api_error.h"
+#include "runtime/sampler.h"
 
-/* Sampling defaults for `serve` with the default model: at temperature 0.8
- * and top-p 0.9 it writes English; greedy decoding loops. A request without
- * a seed gets this one, so the same request gives the same text. */
-#define ILAB_SERVE_DEFAULT_TEMPERATURE 0.8f
-#define ILAB_SERVE_DEFAULT_TOP_P 0.9f
-#define ILAB_SERVE_DEFAULT_SEED 42u /* the same as `inferlab run` */
+/* Sampling defaults are the runtime's (ilab_sampling_default(), shared
+ * with `inferlab run`): a request without a seed gets the same one, so the
+ * same request gives the same text. */
 /* OpenAI's and vLLM's default for the legacy completions endpoint. */
 #define ILAB_SERVE_DEFAULT_COMPLETION_TOKENS 16
 /* The most stop strings and top logprobs a request may ask for. */
 #define ILAB_SERVE_MAX_STOP 8
 #define ILAB_SERVE_MAX_TOP_LOGPROBS 20
+/* The most choices (`n`) a request may ask for. */
+#define ILAB_SERVE_MAX_N 8
 
 typedef enum ilab_api_kind {
     ILAB_API_COMPLETION, /* POST /v1/completions */
     ILAB_API_CHAT,       /* POST /v1/chat/completions */
+    ILAB_API_SGLANG,     /* POST /generate, SGLang's native shape (sglang_request.h) */
 } ilab_api_kind;
 
 typedef struct ilab_api_request {
@@ -36,6 +37,7 @@ typedef struct ilab_api_request {
     int32_t *prompt_tokens;   /* completions given token ids; owned */
     size_t n_prompt_tokens;
     ilab_sampling_t sampling;
+    int32_t n;                /* choices, 1..ILAB_SERVE_MAX_N; choice i samples with seed + i */
     int32_t max_tokens;       /* 0 = the caller's default (context-limited) */
     char **stop;              /* owned; chat requests include the turn markers */
     size_t n_stop;
@@ -47,6 +49,8 @@ typedef struct ilab_api_request {
     bool logprobs;            /* report logprobs per token */
     int32_t top_logprobs;     /* alternatives per token (completions: the logprobs count) */
     bool trim_leading_space;  /* chat: drop the space the model writes after "assistant:" */
+    bool return_token_ids;    /* vLLM's: each choice also carries its tokens' ids */
+    bool tokens_as_ids;       /* vLLM's return_tokens_as_token_ids: logprob names "token_id:N" */
 } ilab_api_request;
 
 /* Parse `len` bytes of `body`. On failure returns false with `err` filled

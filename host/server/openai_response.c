@@ -1,6 +1,7 @@
 /* OpenAI-shaped bodies: the same shapes vLLM serves, so stock clients parse them. */
 #include "openai_response.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,9 +56,19 @@ json_t *ilab_json_text(const char *text, size_t len)
     return j ? j : json_string("");
 }
 
+/* A token's name in logprobs: its text, or "token_id:N". */
+static json_t *token_name(const ilab_token_text *tt, int32_t token, bool as_id)
+{
+    if (!as_id)
+        return ilab_token_text_json(tt, token);
+    char buf[32];
+    snprintf(buf, sizeof buf, "token_id:%d", (int)token);
+    return json_string(buf);
+}
+
 json_t *ilab_token_logprobs_json(ilab_api_kind kind, const ilab_token_text *tt,
                                  const ilab_pending_event *ev, int32_t top_logprobs,
-                                 size_t text_offset)
+                                 size_t text_offset, bool as_ids)
 {
     uint32_t n_top = ev->n_top < (uint32_t)top_logprobs ? ev->n_top : (uint32_t)top_logprobs;
     if (kind == ILAB_API_COMPLETION) {
@@ -65,7 +76,7 @@ json_t *ilab_token_logprobs_json(ilab_api_kind kind, const ilab_token_text *tt,
         if (top_logprobs > 0) {
             top = json_object();
             for (uint32_t i = 0; i < n_top; i++) {
-                json_t *name = ilab_token_text_json(tt, ev->top[i].token);
+                json_t *name = token_name(tt, ev->top[i].token, as_ids);
                 /* Two tokens may read the same; the likelier one (first) wins. */
                 if (!json_object_get(top, json_string_value(name)))
                     json_object_set_new(top, json_string_value(name),
@@ -74,17 +85,17 @@ json_t *ilab_token_logprobs_json(ilab_api_kind kind, const ilab_token_text *tt,
             }
         }
         return json_pack("{s:[o], s:[f], s:[o], s:[I]}", "tokens",
-                         ilab_token_text_json(tt, ev->token), "token_logprobs",
+                         token_name(tt, ev->token, as_ids), "token_logprobs",
                          (double)ev->logprob, "top_logprobs", top, "text_offset",
                          (json_int_t)text_offset);
     }
     json_t *top = json_array();
     for (uint32_t i = 0; i < n_top; i++)
         json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token",
-                                             ilab_token_text_json(tt, ev->top[i].token),
+                                             token_name(tt, ev->top[i].token, as_ids),
                                              "logprob", (double)ev->top[i].logprob, "bytes",
                                              ilab_token_bytes_json(tt, ev->top[i].token)));
-    return json_pack("{s:o, s:f, s:o, s:o}", "token", ilab_token_text_json(tt, ev->token),
+    return json_pack("{s:o, s:f, s:o, s:o}", "token", token_name(tt, ev->token, as_ids),
                      "logprob", (double)ev->logprob, "bytes",
                      ilab_token_bytes_json(tt, ev->token), "top_logprobs", top);
 }
@@ -134,12 +145,12 @@ static json_t *head_json(const ilab_response_head *h, const char *object)
                      (json_int_t)h->created, "model", h->model);
 }
 
-json_t *ilab_chunk_json(const ilab_response_head *h, bool role, json_t *text,
+json_t *ilab_chunk_json(const ilab_response_head *h, uint32_t index, bool role, json_t *text,
                         json_t *logprobs, ilab_finish_reason finish, bool usage_null)
 {
     bool chat = h->kind == ILAB_API_CHAT;
     json_t *root = head_json(h, chat ? "chat.completion.chunk" : "text_completion");
-    json_t *choice = json_pack("{s:i}", "index", 0);
+    json_t *choice = json_pack("{s:I}", "index", (json_int_t)index);
     if (chat) {
         json_t *delta = json_object();
         if (role) {
@@ -170,21 +181,26 @@ json_t *ilab_usage_chunk_json(const ilab_response_head *h, unsigned prompt_token
     return root;
 }
 
-json_t *ilab_response_json(const ilab_response_head *h, json_t *text, json_t *logprobs,
-                           ilab_finish_reason finish, unsigned prompt_tokens,
-                           unsigned completion_tokens)
+json_t *ilab_choice_json(ilab_api_kind kind, uint32_t index, json_t *text, json_t *logprobs,
+                         ilab_finish_reason finish)
 {
-    bool chat = h->kind == ILAB_API_CHAT;
-    json_t *root = head_json(h, chat ? "chat.completion" : "text_completion");
-    json_t *choice = json_pack("{s:i}", "index", 0);
-    if (chat)
+    json_t *choice = json_pack("{s:I}", "index", (json_int_t)index);
+    if (kind == ILAB_API_CHAT)
         json_object_set_new(choice, "message",
                             json_pack("{s:s, s:o}", "role", "assistant", "content", text));
     else
         json_object_set_new(choice, "text", text);
     json_object_set_new(choice, "logprobs", logprobs ? logprobs : json_null());
     json_object_set_new(choice, "finish_reason", ilab_finish_json(finish));
-    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    return choice;
+}
+
+json_t *ilab_response_json(const ilab_response_head *h, json_t *choices, unsigned prompt_tokens,
+                           unsigned completion_tokens)
+{
+    json_t *root = head_json(h, h->kind == ILAB_API_CHAT ? "chat.completion"
+                                                         : "text_completion");
+    json_object_set_new(root, "choices", choices);
     json_object_set_new(root, "usage", ilab_usage_json(prompt_tokens, completion_tokens));
     return root;
 }

@@ -1,22 +1,28 @@
-/* The event queue between the scheduler thread and a connection thread. */
+/* The event queue between the scheduler thread and the HTTP side. */
 #include "pending_request.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+typedef struct pending_choice {
+    ilab_pending *p;
+    uint32_t index;
+    uint64_t request_id;
+    bool terminal_popped;
+} pending_choice;
 
 struct ilab_pending {
     pthread_mutex_t mu;
-    pthread_cond_t cond;
     ilab_pending_event *head, *tail; /* queued, not yet popped */
-    int refs;                        /* engine side + connection side */
-    bool abandoned;                  /* the connection side is gone */
-    bool terminal_popped;
-    uint64_t request_id;
+    int refs;                        /* HTTP side + one per choice still in the engine */
+    bool abandoned;                  /* the HTTP side is gone */
+    bool parked;                     /* the HTTP side waits for the next event */
+    uint32_t n_choices, n_popped;    /* terminal events popped so far */
     ilab_pending_done_fn on_done;
     void *done_ctx;
+    ilab_pending_waker waker;
+    pending_choice choices[];
 };
 
 void ilab_pending_event_free(ilab_pending_event *e)
@@ -29,21 +35,29 @@ void ilab_pending_event_free(ilab_pending_event *e)
     free(e);
 }
 
-ilab_pending *ilab_pending_new(ilab_pending_done_fn on_done, void *done_ctx)
+ilab_pending *ilab_pending_new(uint32_t n_choices, ilab_pending_done_fn on_done,
+                               void *done_ctx, const ilab_pending_waker *waker)
 {
-    ilab_pending *p = calloc(1, sizeof *p);
+    if (n_choices == 0)
+        return NULL;
+    ilab_pending *p = calloc(1, sizeof *p + n_choices * sizeof p->choices[0]);
     if (!p)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    p->refs = 2;
+    p->refs = 1 + (int)n_choices;
+    p->n_choices = n_choices;
     p->on_done = on_done;
     p->done_ctx = done_ctx;
+    if (waker)
+        p->waker = *waker;
+    for (uint32_t i = 0; i < n_choices; i++)
+        p->choices[i] = (pending_choice){.p = p, .index = i};
     return p;
+}
+
+void *ilab_pending_choice(ilab_pending *p, uint32_t index)
+{
+    return index < p->n_choices ? &p->choices[index] : NULL;
 }
 
 static void pending_unref(ilab_pending *p)
@@ -58,16 +72,16 @@ static void pending_unref(ilab_pending *p)
         ilab_pending_event_free(p->head);
         p->head = next;
     }
-    pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
 
-static ilab_pending_event *copy_event(const ilab_event_t *ev)
+static ilab_pending_event *copy_event(const ilab_event_t *ev, uint32_t index)
 {
     ilab_pending_event *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
+    e->index = index;
     e->type = ev->type;
     e->token = ev->token;
     e->logprob = ev->logprob;
@@ -105,15 +119,26 @@ fail:
     return NULL;
 }
 
+/* Under p->mu: the parked HTTP side goes on. */
+static void wake_locked(ilab_pending *p)
+{
+    if (!p->parked)
+        return;
+    p->parked = false;
+    if (p->waker.wake)
+        p->waker.wake(p->waker.ctx);
+}
+
 int ilab_pending_on_event(void *user_data, const ilab_event_t *ev)
 {
-    ilab_pending *p = user_data;
+    pending_choice *ch = user_data;
+    ilab_pending *p = ch->p;
     bool terminal = ev->type == ILAB_EVENT_FINISH || ev->type == ILAB_EVENT_ERROR;
     pthread_mutex_lock(&p->mu);
     bool abandoned = p->abandoned;
     pthread_mutex_unlock(&p->mu);
 
-    ilab_pending_event *copy = abandoned ? NULL : copy_event(ev);
+    ilab_pending_event *copy = abandoned ? NULL : copy_event(ev, ch->index);
     pthread_mutex_lock(&p->mu);
     if (copy) {
         if (p->tail)
@@ -121,8 +146,10 @@ int ilab_pending_on_event(void *user_data, const ilab_event_t *ev)
         else
             p->head = copy;
         p->tail = copy;
-        pthread_cond_signal(&p->cond);
     }
+    /* A token lost to out-of-memory still wakes the HTTP side: the request
+     * is being cancelled and its terminal event will follow. */
+    wake_locked(p);
     pthread_mutex_unlock(&p->mu);
 
     if (terminal) {
@@ -135,44 +162,64 @@ int ilab_pending_on_event(void *user_data, const ilab_event_t *ev)
     return abandoned || !copy;
 }
 
-void ilab_pending_refused(ilab_pending *p)
+void ilab_pending_refused(ilab_pending *p, uint32_t index)
 {
+    pthread_mutex_lock(&p->mu);
+    if (index < p->n_choices && !p->choices[index].terminal_popped) {
+        /* Nothing will ever come from it: count it as ended. */
+        p->choices[index].terminal_popped = true;
+        p->n_popped++;
+    }
+    pthread_mutex_unlock(&p->mu);
     pending_unref(p);
 }
 
-ilab_pending_event *ilab_pending_next(ilab_pending *p, int timeout_ms)
+ilab_pending_event *ilab_pending_pop_or_park(ilab_pending *p)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&p->mu);
-    while (!p->head) {
-        if (pthread_cond_timedwait(&p->cond, &p->mu, &deadline) == ETIMEDOUT)
-            break;
-    }
     ilab_pending_event *e = p->head;
     if (e) {
         p->head = e->next;
         if (!p->head)
             p->tail = NULL;
         e->next = NULL;
-        if (e->type != ILAB_EVENT_TOKEN)
-            p->terminal_popped = true;
+        if (e->type != ILAB_EVENT_TOKEN && e->index < p->n_choices &&
+            !p->choices[e->index].terminal_popped) {
+            p->choices[e->index].terminal_popped = true;
+            p->n_popped++;
+        }
+    } else if (p->n_popped < p->n_choices && !p->parked) {
+        p->parked = true;
+        if (p->waker.park)
+            p->waker.park(p->waker.ctx);
     }
     pthread_mutex_unlock(&p->mu);
     return e;
+}
+
+bool ilab_pending_unpark(ilab_pending *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool was = p->parked;
+    wake_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    return was;
 }
 
 bool ilab_pending_finished(const ilab_pending *p)
 {
     ilab_pending *mp = (ilab_pending *)p;
     pthread_mutex_lock(&mp->mu);
-    bool done = mp->terminal_popped;
+    bool done = mp->n_popped == mp->n_choices;
+    pthread_mutex_unlock(&mp->mu);
+    return done;
+}
+
+bool ilab_pending_choice_finished(const ilab_pending *p, uint32_t index)
+{
+    ilab_pending *mp = (ilab_pending *)p;
+    pthread_mutex_lock(&mp->mu);
+    bool done = index >= mp->n_choices || mp->choices[index].terminal_popped;
     pthread_mutex_unlock(&mp->mu);
     return done;
 }
@@ -181,22 +228,24 @@ void ilab_pending_abandon(ilab_pending *p)
 {
     pthread_mutex_lock(&p->mu);
     p->abandoned = true;
+    p->parked = false;
     pthread_mutex_unlock(&p->mu);
     pending_unref(p);
 }
 
-void ilab_pending_set_id(ilab_pending *p, uint64_t request_id)
+void ilab_pending_set_id(ilab_pending *p, uint32_t index, uint64_t request_id)
 {
     pthread_mutex_lock(&p->mu);
-    p->request_id = request_id;
+    if (index < p->n_choices)
+        p->choices[index].request_id = request_id;
     pthread_mutex_unlock(&p->mu);
 }
 
-uint64_t ilab_pending_id(const ilab_pending *p)
+uint64_t ilab_pending_id(const ilab_pending *p, uint32_t index)
 {
     ilab_pending *mp = (ilab_pending *)p;
     pthread_mutex_lock(&mp->mu);
-    uint64_t id = mp->request_id;
+    uint64_t id = index < mp->n_choices ? mp->choices[index].request_id : 0;
     pthread_mutex_unlock(&mp->mu);
     return id;
 }

@@ -1,360 +1,171 @@
-/* The libmicrohttpd daemon: request bodies, routing, the small endpoints
- * (/health, /v1/models, /metrics, /tokenize, /detokenize) and shutdown.
- * The generation endpoints live in completions.c. */
+/* The libmicrohttpd daemon: start, request bodies, hand-off to the router
+ * (routes.c), and shutdown. */
 #include "server_internal.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <jansson.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "../runtime/metrics.h"
 
-
-static const unsigned counted_codes[ILAB_SERVER_N_CODES] = {200, 400, 404, 405, 413, 500, 503, 408};
-
-/* Per-connection state while a request body arrives. */
-typedef struct request_body {
+/* One request's own state (libmicrohttpd's per-request context): its body
+ * as it arrives, and a deferred handler's continuation. */
+struct ilab_request_state {
     char *data;
     size_t len, cap;
     bool too_large;
-} request_body;
+    ilab_conn *conn;            /* the monitor's record of the connection */
+    ilab_continue_fn next;      /* set by ilab_http_request_defer */
+    void (*release)(void *ctx);
+    void *ctx;
+    struct timespec began;      /* for the access log */
+    char method[16];
+    char *path;                 /* owned copy, for the access log */
+    struct MHD_Connection *c;
+    bool handled;               /* the access handler has been called */
+    bool refused;               /* answered on the socket (refuse_on_socket) */
+};
 
-void ilab_server_count_status(ilab_server *s, unsigned status)
+/* The request whose request line this libmicrohttpd thread parsed last
+ * (set by on_uri, cleared when that request ends on this same thread): the
+ * only way to find the connection behind a library error message. */
+static _Thread_local ilab_request_state *tls_last_request;
+
+void ilab_http_request_defer(const ilab_http_request *req, ilab_continue_fn next,
+                             void (*release)(void *ctx), void *ctx)
 {
-    size_t i = 0;
-    while (i < ILAB_SERVER_N_CODES && counted_codes[i] != status)
-        i++;
-    pthread_mutex_lock(&s->stats_mu);
-    s->requests_by_code[i]++;
-    pthread_mutex_unlock(&s->stats_mu);
+    req->state->next = next;
+    req->state->release = release;
+    req->state->ctx = ctx;
 }
 
-enum MHD_Result ilab_server_send(ilab_server *s, struct MHD_Connection *c, unsigned status,
-                                 const char *content_type, char *body)
+ilab_conn *ilab_http_request_conn(const ilab_http_request *req)
 {
-    if (!body) {
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
-                                  "\"server_error\",\"param\":null,\"code\":500}}";
-        body = strdup(oom);
-        status = 500;
-        if (!body)
-            return MHD_NO;
-    }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    ilab_server_count_status(s, status);
-    return ret;
+    return req->state->conn;
 }
 
-static enum MHD_Result send_json(ilab_server *s, struct MHD_Connection *c, unsigned status,
-                                 json_t *root)
-{
-    char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
-    json_decref(root);
-    return ilab_server_send(s, c, status, "application/json", body);
-}
-
-enum MHD_Result ilab_server_send_error(ilab_server *s, struct MHD_Connection *c,
-                                       const ilab_api_error *e)
-{
-    char *body = ilab_api_error_json(e);
-    if (!body)
-        return ilab_server_send(s, c, 500, "application/json", NULL);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    if (e->retry_after > 0) {
-        char ra[16];
-        snprintf(ra, sizeof ra, "%d", e->retry_after);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
-    }
-    enum MHD_Result ret = MHD_queue_response(c, e->http_status, r);
-    MHD_destroy_response(r);
-    ilab_server_count_status(s, e->http_status);
-    return ret;
-}
-
-bool ilab_server_client_gone(struct MHD_Connection *c)
+static ilab_conn *conn_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return true;
-    struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    if (poll(&pfd, 1, 0) <= 0)
-        return false;
-    return (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
-/* --- the small endpoints ------------------------------------------------ */
+/* --- requests -------------------------------------------------------------- */
 
-static bool unavailable(ilab_server *s, ilab_api_error *e)
+/* Answer `c` directly on its socket with the documented JSON error and
+ * `Connection: close`, then shut the socket down. For the cases where
+ * libmicrohttpd 0.9.75 itself would answer wrongly (see mhd_log, on_uri):
+ * whatever it then tries to write fails, and it closes the connection. */
+static void refuse_on_socket(ilab_request_state *rs, const ilab_api_error *e)
 {
-    if (s->be.engine && !s->be.unavailable_reason)
-        return false;
-    ilab_api_fail(e, 503, NULL, "backend unavailable: %s",
-                  s->be.unavailable_reason ? s->be.unavailable_reason : "not started");
-    return true;
-}
-
-static enum MHD_Result handle_health(ilab_server *s, struct MHD_Connection *c)
-{
-    ilab_api_error e;
-    if (unavailable(s, &e))
-        return ilab_server_send_error(s, c, &e);
-    if (atomic_load(&s->draining)) {
-        ilab_api_fail(&e, 503, NULL, "shutting down");
-        return ilab_server_send_error(s, c, &e);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rs->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char *body = ilab_api_error_json(e);
+    if (ci && body) {
+        char head[256];
+        int n = snprintf(head, sizeof head, "HTTP/1.1 %u %s\r\nContent-Type: application/json"
+                         "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                         e->http_status, MHD_get_reason_phrase_for(e->http_status),
+                         strlen(body));
+        /* A few hundred bytes into an idle socket's buffer: they fit. */
+        (void)!send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)!send(ci->connect_fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
+        shutdown(ci->connect_fd, SHUT_RDWR);
     }
-    return send_json(s, c, 200, json_pack("{s:s}", "status", "ok"));
+    free(body);
+    rs->refused = true;
 }
 
-static enum MHD_Result handle_models(ilab_server *s, struct MHD_Connection *c)
+/* More query parameters than this are refused (414): libmicrohttpd 0.9.75
+ * runs out of its per-connection memory parsing a few hundred and then
+ * never answers. */
+#define MAX_QUERY_PARAMS 128
+
+static size_t query_params(const char *uri)
 {
-    json_t *data = json_array();
-    const char *root = s->be.plugin ? ilab_plugin_entry_of(s->be.plugin)->name : s->model_id;
-    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "id", s->model_id, "object",
-                              "model", "created", (json_int_t)s->started, "owned_by",
-                              "inferlab", "root", root, "max_model_len",
-                              s->be.engine ? s->info.max_context : 0);
-    json_array_append_new(data, model);
-    return send_json(s, c, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    const char *q = strchr(uri, '?');
+    if (!q || !q[1])
+        return 0;
+    size_t n = 1;
+    for (const char *p = q + 1; *p; p++)
+        n += *p == '&';
+    return n;
 }
 
-static enum MHD_Result handle_metrics(ilab_server *s, struct MHD_Connection *c)
+/* libmicrohttpd's URI callback: the request line has been parsed (before
+ * its headers). The request's state starts here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    /* The runtime's process-wide metrics first, then the HTTP layer's own. */
-    char *engine_text = ilab_metrics_render();
-    pthread_mutex_lock(&s->stats_mu);
-    char *own = NULL;
-    size_t own_len = 0;
-    FILE *f = open_memstream(&own, &own_len);
-    if (f) {
-        fprintf(f, "# HELP inferlab_http_requests_total HTTP responses by status code.\n"
-                   "# TYPE inferlab_http_requests_total counter\n");
-        for (size_t i = 0; i < ILAB_SERVER_N_CODES; i++)
-            fprintf(f, "inferlab_http_requests_total{code=\"%u\"} %llu\n", counted_codes[i],
-                    s->requests_by_code[i]);
-        fprintf(f, "inferlab_http_requests_total{code=\"other\"} %llu\n",
-                s->requests_by_code[ILAB_SERVER_N_CODES]);
-        fprintf(f, "# HELP inferlab_http_inflight_requests Generation requests inside the "
-                   "engine (submitted, not yet finished).\n"
-                   "# TYPE inferlab_http_inflight_requests gauge\n"
-                   "inferlab_http_inflight_requests %d\n", s->inflight);
-        fprintf(f, "# HELP inferlab_http_active_responses Generation responses being "
-                   "written.\n# TYPE inferlab_http_active_responses gauge\n"
-                   "inferlab_http_active_responses %d\n", s->active_generations);
-        fprintf(f, "# HELP inferlab_http_finished_total Generation requests by finish "
-                   "reason.\n# TYPE inferlab_http_finished_total counter\n");
-        for (int r = ILAB_FINISH_STOP; r <= ILAB_FINISH_ERROR; r++)
-            fprintf(f, "inferlab_http_finished_total{reason=\"%s\"} %llu\n",
-                    ilab_finish_reason_name(r), s->finished_by_reason[r]);
-        fprintf(f, "# HELP inferlab_http_client_disconnects_total Clients that left before "
-                   "their response ended (their requests are cancelled).\n"
-                   "# TYPE inferlab_http_client_disconnects_total counter\n"
-                   "inferlab_http_client_disconnects_total %llu\n", s->disconnects);
-        fclose(f);
-    }
-    pthread_mutex_unlock(&s->stats_mu);
-    size_t el = engine_text ? strlen(engine_text) : 0;
-    char *body = own ? malloc(el + own_len + 1) : NULL;
-    if (body) {
-        if (el)
-            memcpy(body, engine_text, el);
-        memcpy(body + el, own, own_len + 1);
-    }
-    free(own);
-    free(engine_text);
-    return ilab_server_send(s, c, 200, "text/plain; version=0.0.4", body);
-}
-
-/* Check the body's keys against `allowed`; 400 naming the first stranger. */
-static json_t *parse_small_body(const char *body, size_t len, const char *const *allowed,
-                                ilab_api_error *e)
-{
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        ilab_api_fail(e, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
-                      jerr.column, jerr.text);
+    ilab_server *s = cls;
+    ilab_request_state *rs = calloc(1, sizeof *rs);
+    if (!rs)
         return NULL;
+    rs->c = c;
+    rs->conn = conn_of(c);
+    clock_gettime(CLOCK_MONOTONIC, &rs->began);
+    rs->path = strdup(uri);
+    tls_last_request = rs;
+    size_t n = query_params(uri);
+    if (n > MAX_QUERY_PARAMS) {
+        ilab_api_error e;
+        ilab_api_fail(&e, 414, NULL, "the query string has %zu parameters; at most %d are "
+                                     "accepted", n, MAX_QUERY_PARAMS);
+        ilab_server_count_status(s, 414);
+        ilab_server_count_protocol_error(s, 414);
+        refuse_on_socket(rs, &e);
     }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        ilab_api_fail(e, 400, NULL, "the request body must be a JSON object");
-        return NULL;
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val) {
-        bool ok = false;
-        for (size_t i = 0; allowed[i]; i++)
-            ok |= !strcmp(allowed[i], key);
-        if (!ok) {
-            ilab_api_fail(e, 400, key, "unknown field '%s'", key);
-            json_decref(root);
-            return NULL;
-        }
-    }
-    return root;
+    return rs;
 }
 
-static enum MHD_Result handle_tokenize(ilab_server *s, struct MHD_Connection *c,
-                                       const char *body, size_t len)
+/* The first call for a request: its head is complete. */
+static enum MHD_Result request_begin(ilab_server *s, struct MHD_Connection *c,
+                                     ilab_request_state *rs, const char *method)
 {
-    static const char *const allowed[] = {"model", "prompt", "add_special_tokens", NULL};
-    ilab_api_error e;
-    if (unavailable(s, &e))
-        return ilab_server_send_error(s, c, &e);
-    json_t *root = parse_small_body(body, len, allowed, &e);
-    if (!root)
-        return ilab_server_send_error(s, c, &e);
-    json_t *prompt = json_object_get(root, "prompt");
-    json_t *special = json_object_get(root, "add_special_tokens");
-    if (!json_is_string(prompt)) {
-        json_decref(root);
-        ilab_api_fail(&e, 400, "prompt", "'prompt' must be a string");
-        return ilab_server_send_error(s, c, &e);
-    }
-    if (special && !json_is_boolean(special) && !json_is_null(special)) {
-        json_decref(root);
-        ilab_api_fail(&e, 400, "add_special_tokens", "'add_special_tokens' must be a boolean");
+    rs->handled = true;
+    snprintf(rs->method, sizeof rs->method, "%s", method);
+    if (rs->refused)
+        return MHD_NO; /* answered already (on_uri) */
+    ilab_conn_request_began(s->monitor, rs->conn);
+    /* A declared length over the limit is refused before reading it. */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
+        rs->too_large = true;
+        ilab_api_error e;
+        ilab_api_fail(&e, 413, NULL, "request body of %s bytes is over the limit of %zu",
+                      cl, s->cfg.max_body_bytes);
         return ilab_server_send_error(s, c, &e);
     }
-    /* Like vLLM: special tokens (BOS) are added unless asked not to. */
-    uint32_t flags = (!special || json_is_null(special) || json_is_true(special))
-                         ? ILAB_TOKENIZE_ADD_BOS : 0;
-    const char *text = json_string_value(prompt);
-    size_t text_len = json_string_length(prompt);
-    /* Through the engine: it serialises with the scheduler's backend calls. */
-    int32_t *ids = NULL;
-    size_t n = 0;
-    char msg[256];
-    ilab_status st = ilab_engine_tokenize(s->be.engine, text, text_len, flags, msg, sizeof msg,
-                                          &ids, &n);
-    json_decref(root);
-    if (st != ILAB_OK) {
-        free(ids);
-        ilab_api_error_from_status(&e, st, msg);
-        snprintf(e.param, sizeof e.param, "prompt");
-        return ilab_server_send_error(s, c, &e);
-    }
-    json_t *tokens = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(tokens, json_integer(ids[i]));
-    free(ids);
-    return send_json(s, c, 200,
-                     json_pack("{s:o, s:I, s:i}", "tokens", tokens, "count", (json_int_t)n,
-                               "max_model_len", s->info.max_context));
+    return MHD_YES;
 }
 
-static enum MHD_Result handle_detokenize(ilab_server *s, struct MHD_Connection *c,
-                                         const char *body, size_t len)
+static enum MHD_Result body_append(ilab_server *s, ilab_request_state *rs, const char *data,
+                                   size_t n)
 {
-    static const char *const allowed[] = {"model", "tokens", NULL};
-    ilab_api_error e;
-    if (unavailable(s, &e))
-        return ilab_server_send_error(s, c, &e);
-    json_t *root = parse_small_body(body, len, allowed, &e);
-    if (!root)
-        return ilab_server_send_error(s, c, &e);
-    json_t *tokens = json_object_get(root, "tokens");
-    if (!json_is_array(tokens)) {
-        json_decref(root);
-        ilab_api_fail(&e, 400, "tokens", "'tokens' must be an array of token ids");
-        return ilab_server_send_error(s, c, &e);
+    if (rs->too_large || rs->len + n > s->cfg.max_body_bytes) {
+        rs->too_large = true; /* keep reading (chunked bodies), keep nothing */
+        return MHD_YES;
     }
-    size_t n = json_array_size(tokens);
-    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids) {
-        json_decref(root);
-        return ilab_server_send(s, c, 500, "application/json", NULL);
+    if (rs->len + n + 1 > rs->cap) {
+        size_t cap = (rs->len + n + 1) * 2;
+        char *grown = realloc(rs->data, cap);
+        if (!grown)
+            return MHD_NO;
+        rs->data = grown;
+        rs->cap = cap;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *t = json_array_get(tokens, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-            json_integer_value(t) >= s->info.vocab_size) {
-            free(ids);
-            json_decref(root);
-            ilab_api_fail(&e, 400, "tokens",
-                          "'tokens[%zu]' must be a token id in [0, %d)", i, s->info.vocab_size);
-            return ilab_server_send_error(s, c, &e);
-        }
-        ids[i] = (int32_t)json_integer_value(t);
-    }
-    json_decref(root);
-    char *text = NULL;
-    size_t out_len = 0;
-    char msg[256];
-    ilab_status st = ilab_engine_detokenize(s->be.engine, ids, n, msg, sizeof msg, &text,
-                                            &out_len);
-    free(ids);
-    if (st != ILAB_OK) {
-        free(text);
-        ilab_api_error_from_status(&e, st, msg);
-        snprintf(e.param, sizeof e.param, "tokens");
-        return ilab_server_send_error(s, c, &e);
-    }
-    json_t *str = json_stringn(text, out_len);
-    free(text);
-    if (!str) {
-        ilab_api_fail(&e, 400, "tokens", "the tokens do not decode to valid UTF-8 text");
-        return ilab_server_send_error(s, c, &e);
-    }
-    return send_json(s, c, 200, json_pack("{s:o}", "prompt", str));
-}
-
-/* --- routing -------------------------------------------------------------- */
-
-static enum MHD_Result route(ilab_server *s, struct MHD_Connection *c, const char *url,
-                             const char *method, const char *body, size_t len)
-{
-    static const struct {
-        const char *path, *method;
-    } routes[] = {
-        {"/health", "GET"},        {"/v1/models", "GET"},
-        {"/metrics", "GET"},       {"/v1/completions", "POST"},
-        {"/v1/chat/completions", "POST"}, {"/tokenize", "POST"},
-        {"/detokenize", "POST"},
-    };
-    ilab_api_error e;
-    size_t i = 0;
-    while (i < sizeof routes / sizeof routes[0] && strcmp(routes[i].path, url))
-        i++;
-    if (i == sizeof routes / sizeof routes[0]) {
-        ilab_api_fail(&e, 404, NULL, "no endpoint %s %s", method, url);
-        return ilab_server_send_error(s, c, &e);
-    }
-    if (strcmp(routes[i].method, method)) {
-        ilab_api_fail(&e, 405, NULL, "%s takes %s, not %s", url, routes[i].method, method);
-        return ilab_server_send_error(s, c, &e);
-    }
-    switch (i) {
-    case 0: return handle_health(s, c);
-    case 1: return handle_models(s, c);
-    case 2: return handle_metrics(s, c);
-    case 3: return ilab_server_generate(s, c, ILAB_API_COMPLETION, body, len);
-    case 4: return ilab_server_generate(s, c, ILAB_API_CHAT, body, len);
-    case 5: return handle_tokenize(s, c, body, len);
-    default: return handle_detokenize(s, c, body, len);
-    }
+    memcpy(rs->data + rs->len, data, n);
+    rs->len += n;
+    rs->data[rs->len] = '\0';
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -362,66 +173,89 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
+    (void)version;
     ilab_server *s = cls;
-    request_body *rb = *con_cls;
-    if (!rb) {
-        rb = calloc(1, sizeof *rb);
-        if (!rb)
-            return MHD_NO;
-        *con_cls = rb;
-        /* A declared length over the limit is refused before reading it. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
-            rb->too_large = true;
-            ilab_api_error e;
-            ilab_api_fail(&e, 413, NULL, "request body of %s bytes is over the limit of %zu",
-                          cl, s->cfg.max_body_bytes);
-            return ilab_server_send_error(s, c, &e);
-        }
-        return MHD_YES;
-    }
+    ilab_request_state *rs = *con_cls;
+    if (!rs)
+        return MHD_NO; /* out of memory in on_uri */
+    if (!rs->handled)
+        return request_begin(s, c, rs, method);
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (rb->too_large || rb->len + n > s->cfg.max_body_bytes) {
-            rb->too_large = true; /* keep reading (chunked bodies), keep nothing */
-            return MHD_YES;
-        }
-        if (rb->len + n + 1 > rb->cap) {
-            size_t cap = (rb->len + n + 1) * 2;
-            char *grown = realloc(rb->data, cap);
-            if (!grown)
-                return MHD_NO;
-            rb->data = grown;
-            rb->cap = cap;
-        }
-        memcpy(rb->data + rb->len, upload_data, n);
-        rb->len += n;
-        rb->data[rb->len] = '\0';
-        return MHD_YES;
+        return body_append(s, rs, upload_data, n);
     }
-    if (rb->too_large) {
+    if (rs->next)
+        return rs->next(s, c, rs->ctx);
+    if (rs->too_large) {
         ilab_api_error e;
         ilab_api_fail(&e, 413, NULL, "request body is over the limit of %zu bytes",
                       s->cfg.max_body_bytes);
         return ilab_server_send_error(s, c, &e);
     }
-    (void)version;
-    return route(s, c, url, method, rb->data ? rb->data : "", rb->len);
+    ilab_http_request req = {.path = url, .method = method, .body = rs->data ? rs->data : "",
+                             .body_len = rs->len, .state = rs};
+    return ilab_server_route(s, c, &req);
+}
+
+static void client_address(struct MHD_Connection *c, char *out, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return;
+    const struct sockaddr *a = ci->client_addr;
+    if (a->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, out, (socklen_t)cap);
+    else if (a->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)a)->sin6_addr, out, (socklen_t)cap);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
+    ilab_server *s = cls;
     (void)toe;
-    request_body *rb = *con_cls;
-    if (rb) {
-        free(rb->data);
-        free(rb);
-        *con_cls = NULL;
+    ilab_request_state *rs = *con_cls;
+    if (!rs)
+        return;
+    if (tls_last_request == rs)
+        tls_last_request = NULL;
+    if (rs->release)
+        rs->release(rs->ctx);
+    ilab_conn_request_ended(s->monitor, rs->conn);
+    if (s->log.access) {
+        const union MHD_ConnectionInfo *st =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double secs = (double)(now.tv_sec - rs->began.tv_sec) +
+                      (double)(now.tv_nsec - rs->began.tv_nsec) / 1e9;
+        char client[INET6_ADDRSTRLEN] = "-";
+        client_address(c, client, sizeof client);
+        /* 0: no response was queued (the client left, or the connection
+         * was closed on an error). */
+        ilab_server_log_access(&s->log, client, rs->method[0] ? rs->method : "-",
+                               rs->path ? rs->path : "-",
+                               st ? st->http_status : 0, secs);
+    }
+    free(rs->path);
+    free(rs->data);
+    free(rs);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    ilab_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? ilab_conn_opened(s->monitor, ci->connect_fd) : NULL;
+    } else {
+        ilab_conn_closed(s->monitor, *socket_context);
+        *socket_context = NULL;
     }
 }
 
@@ -446,94 +280,170 @@ static ilab_status resolve(const char *host, int port, struct sockaddr_storage *
     return ILAB_OK;
 }
 
+/* libmicrohttpd's messages, rate-limited. Its own error responses (bad
+ * request line, header too long, malformed chunked body ...) reach the
+ * application only as this log message, whose first argument is the
+ * status: that is how they are counted in /metrics. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
-    fprintf(stderr, "inferlab serve: http: ");
-    vfprintf(stderr, fmt, ap);
-}
-
-typedef struct vocab_load {
-    ilab_server *s;
-    char msg[256]; /* the backend's message on failure */
-} vocab_load;
-
-static ilab_status load_vocab(void *ctx, const ilab_backend_api_t *api, ilab_backend_t *backend)
-{
-    vocab_load *v = ctx;
-    ilab_status st = ilab_token_text_load(&v->s->vocab, api, backend, &v->s->info);
-    if (st != ILAB_OK)
-        api->last_error(backend, v->msg, sizeof v->msg);
-    return st;
-}
-
-ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_backend *be,
-                              char *err, size_t err_cap, ilab_server **out)
-{
-    if (!cfg || !be || !out || (be->engine && (!be->plugin || !be->api || !be->backend))) {
-        snprintf(err, err_cap, "ilab_server_start: missing configuration or backend");
-        return ILAB_INVALID_ARGUMENT;
-    }
-    ilab_server *s = calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(err, err_cap, "out of memory");
-        return ILAB_OUT_OF_MEMORY;
-    }
-    s->cfg = *cfg;
-    s->be = *be;
-    s->started = time(NULL);
-    pthread_mutex_init(&s->stats_mu, NULL);
-    pthread_cond_init(&s->stats_cond, NULL);
-    atomic_init(&s->draining, false);
-    atomic_init(&s->cancel_all, false);
-    snprintf(s->model_id, sizeof s->model_id, "%s",
-             be->plugin ? ilab_plugin_entry_of(be->plugin)->name : "unavailable");
-
-    if (be->engine) {
-        s->info = *ilab_engine_model_info(be->engine);
-        /* The vocabulary's pieces are read under the engine's backend lock:
-         * the scheduler thread is already running. */
-        vocab_load v = {.s = s, .msg = ""};
-        ilab_status st = ilab_engine_with_backend(be->engine, load_vocab, &v);
-        if (st != ILAB_OK) {
-            const char *msg = v.msg;
-            snprintf(err, err_cap, "reading the model's vocabulary from backend '%s': %s: %s",
-                     s->model_id, ilab_status_name(st), msg);
-            ilab_server_destroy(s);
-            return st;
+    ilab_server *s = cls;
+    static const char own_error[] = "Error processing request (HTTP response code is %u";
+    if (!strncmp(fmt, own_error, sizeof own_error - 1)) {
+        va_list copy;
+        va_copy(copy, ap);
+        unsigned status = va_arg(copy, unsigned);
+        va_end(copy);
+        ilab_request_state *rs = tls_last_request;
+        /* Not twice: on_uri counted the requests it refused itself. */
+        if (!(rs && rs->refused && !rs->handled)) {
+            ilab_server_count_status(s, status);
+            ilab_server_count_protocol_error(s, status);
         }
-        if (s->info.name[0])
-            snprintf(s->model_id, sizeof s->model_id, "%s", s->info.name);
+        /* Errors found in a complete head (a bad Content-Length) are
+         * answered by 0.9.75 with its status line and headers twice. The
+         * request is this thread's last one when its head is complete
+         * (header size known) and yet no handler ran: answer it properly. */
+        if (rs && !rs->handled && !rs->refused &&
+            MHD_get_connection_info(rs->c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE)) {
+            ilab_api_error e;
+            ilab_api_fail(&e, status, NULL, status == 413
+                          ? "the Content-Length header is too large a number"
+                          : "malformed request: a header has a value that is not valid "
+                            "(e.g. Content-Length is not a number)");
+            refuse_on_socket(rs, &e);
+        }
     }
+    ilab_server_log_error(&s->log, "http: ", fmt, ap);
+}
 
-    struct sockaddr_storage addr;
-    socklen_t addr_len = 0;
-    ilab_status st = resolve(cfg->host ? cfg->host : "127.0.0.1", cfg->port, &addr, &addr_len,
-                             err, err_cap);
-    if (st != ILAB_OK) {
-        ilab_server_destroy(s);
-        return st;
+/* Room for every connection's socket: raise the soft descriptor limit
+ * towards the hard one. Returns the connection limit that fits. */
+static unsigned fit_fd_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return want;
+    rlim_t need = (rlim_t)want + 64; /* listen socket, epoll, pipes, plugin files */
+    if (rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+    if (rl.rlim_cur < need) {
+        unsigned fit = rl.rlim_cur > 128 ? (unsigned)(rl.rlim_cur - 64) : 64;
+        fprintf(stderr, "inferlab serve: the open-file limit (%llu) allows %u connections, "
+                        "not the %u configured\n", (unsigned long long)rl.rlim_cur, fit, want);
+        return fit;
+    }
+    return want;
+}
+
+static ilab_status start_daemon(ilab_server *s, const struct sockaddr_storage *addr,
+                                char *err, size_t err_cap)
+{
+    const ilab_server_config *cfg = &s->cfg;
+    /* epoll event loop on a small thread pool; handlers never block (a
+     * generation suspends its connection), so two threads serve thousands
+     * of connections. ADR 0014. */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6)
+    if (addr->ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    int max_conn = cfg->max_connections > 0 ? cfg->max_connections : 64;
-    unsigned timeout = cfg->request_timeout_seconds > 0 ? (unsigned)cfg->request_timeout_seconds
-                                                        : 60;
+    unsigned max_conn = fit_fd_limit(cfg->max_connections > 0 ? (unsigned)cfg->max_connections
+                                                              : 4096);
+    unsigned per_client = cfg->max_connections_per_client > 0
+                              ? (unsigned)cfg->max_connections_per_client : 0;
+    unsigned idle = cfg->request_timeout_seconds > 0 ? (unsigned)cfg->request_timeout_seconds
+                                                     : 60;
+    unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 2;
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                                 MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, threads,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                                 MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, err_cap, "cannot listen on %s:%d (address in use, or not an address "
                                "of this machine?)", cfg->host ? cfg->host : "127.0.0.1",
                  cfg->port);
-        ilab_server_destroy(s);
         return ILAB_IO;
+    }
+    return ILAB_OK;
+}
+
+ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_backend *bes,
+                              size_t n, char *err, size_t err_cap, ilab_server **out)
+{
+    bool bad = !cfg || !out || (n && !bes);
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = !bes[i].name || (bes[i].engine && (!bes[i].plugin || !bes[i].api ||
+                                                 !bes[i].backend));
+    ilab_server *s = bad ? NULL : calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_cap, bad ? "ilab_server_start: missing configuration or backend"
+                                   : "out of memory");
+        for (size_t i = 0; bes && i < n; i++)
+            if (bes[i].release)
+                bes[i].release(bes[i].owner);
+        return bad ? ILAB_INVALID_ARGUMENT : ILAB_OUT_OF_MEMORY;
+    }
+    s->cfg = *cfg;
+    snprintf(s->default_backend, sizeof s->default_backend, "%s",
+             cfg->default_backend ? cfg->default_backend : "");
+    s->cfg.default_backend = NULL; /* borrowed: the copy above is used */
+    s->started = time(NULL);
+    pthread_mutex_init(&s->stats_mu, NULL);
+    pthread_cond_init(&s->stats_cond, NULL);
+    atomic_init(&s->draining, false);
+    atomic_init(&s->cancelling, false);
+    ilab_status st = ilab_backends_init(s);
+    if (st != ILAB_OK)
+        snprintf(err, err_cap, "creating the reaper event: %s", ilab_status_name(st));
+    if (st == ILAB_OK)
+        st = ilab_backends_add_initial(s, bes, n, err, err_cap);
+    else
+        for (size_t i = 0; i < n; i++)
+            if (bes[i].release)
+                bes[i].release(bes[i].owner);
+    if (st == ILAB_OK && !ilab_server_log_open(&s->log, cfg->access_log, err, err_cap))
+        st = ILAB_IO;
+    else if (st == ILAB_OK)
+        s->log_open = true;
+    if (st != ILAB_OK) {
+        ilab_server_destroy(s);
+        return st;
+    }
+
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+    st = resolve(cfg->host ? cfg->host : "127.0.0.1", cfg->port, &addr, &addr_len,
+                             err, err_cap);
+    if (st == ILAB_OK && !ilab_addr_is_loopback((const struct sockaddr *)&addr) &&
+        !(cfg->api_key && cfg->api_key[0]) && !cfg->allow_unauthenticated) {
+        snprintf(err, err_cap, "refusing to serve '%s': it is not a loopback address and no "
+                               "API key is set, so anyone who can reach it could use it; set "
+                               "one (--api-key KEY, INFERLAB_API_KEY or server.api_key) or "
+                               "pass --allow-unauthenticated",
+                 cfg->host ? cfg->host : "127.0.0.1");
+        st = ILAB_INVALID_ARGUMENT;
+    }
+    if (st == ILAB_OK) {
+        double head = cfg->head_timeout_seconds > 0 ? cfg->head_timeout_seconds : 10.0;
+        st = ilab_conn_monitor_start(head, &s->monitor);
+        if (st != ILAB_OK)
+            snprintf(err, err_cap, "starting the connection monitor: %s", ilab_status_name(st));
+    }
+    if (st == ILAB_OK)
+        st = start_daemon(s, &addr, err, err_cap);
+    if (st != ILAB_OK) {
+        ilab_server_destroy(s);
+        return st;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : cfg->port;
@@ -544,11 +454,6 @@ ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_b
 int ilab_server_port(const ilab_server *s)
 {
     return s->port;
-}
-
-const char *ilab_server_model_id(const ilab_server *s)
-{
-    return s->model_id;
 }
 
 /* Wait until no generation response is active, or `seconds` pass. */
@@ -573,6 +478,11 @@ static bool wait_idle(ilab_server *s, double seconds)
     return idle;
 }
 
+/* After the grace period: how long the engine gets to end cancelled
+ * requests (one step), and then the responses to be written. */
+#define CANCEL_WAIT_SECONDS 0.5
+#define ABORT_WAIT_SECONDS 0.25
+
 void ilab_server_shutdown(ilab_server *s, double grace_seconds)
 {
     if (!s || !s->daemon)
@@ -583,11 +493,17 @@ void ilab_server_shutdown(ilab_server *s, double grace_seconds)
     if (lsock != MHD_INVALID_SOCKET)
         close(lsock);
     if (!wait_idle(s, grace_seconds > 0 ? grace_seconds : 0)) {
+        /* Cancelled requests end with finish_reason "cancelled": streams get
+         * their last chunk and [DONE], whole responses their 200. */
+        int n = ilab_server_end_generations(s, false);
         fprintf(stderr, "inferlab serve: grace period over, cancelling %d in-flight "
-                        "request(s)\n", s->inflight);
-        atomic_store(&s->cancel_all, true);
-        /* Cancelled streams still get their last chunk and [DONE]. */
-        wait_idle(s, 5.0);
+                        "request(s)\n", n);
+        if (!wait_idle(s, CANCEL_WAIT_SECONDS)) {
+            /* The engine did not answer in time: end the responses anyway, so
+             * that no connection is left suspended when the daemon stops. */
+            ilab_server_end_generations(s, true);
+            wait_idle(s, ABORT_WAIT_SECONDS);
+        }
     }
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
@@ -599,7 +515,10 @@ void ilab_server_destroy(ilab_server *s)
         return;
     if (s->daemon)
         ilab_server_shutdown(s, 0);
-    ilab_token_text_free(&s->vocab);
+    ilab_conn_monitor_stop(s->monitor);
+    if (s->log_open)
+        ilab_server_log_close(&s->log);
+    ilab_backends_destroy(s);
     pthread_cond_destroy(&s->stats_cond);
     pthread_mutex_destroy(&s->stats_mu);
     free(s);

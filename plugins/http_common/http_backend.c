@@ -1,96 +1,211 @@
-/* The shared half of the HTTP engine stubs (see http_backend.h). */
-#include "http_backend.h"
+/* The backend table of the HTTP engine adapters: configuration, probe,
+ * create, model_info, and the entry points a remote engine cannot offer
+ * (http_backend.h). Tokenizer and generation are in their own files. */
+#include "http_backend_internal.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Connect and total timeouts of the probe: PRB-1 allows 2 s in all. */
-#define CONNECT_TIMEOUT_MS 1000L
-#define TOTAL_TIMEOUT_MS 2000L
+/* PRB-1 allows 2 s in all for a probe; the requests share 1.8 s of it
+ * (each gets what is left, at least 50 ms) so that a silent server still
+ * leaves room for everything around them. */
+#define PROBE_BUDGET_MS 1800L
+#define PROBE_FLOOR_MS 50L
+#define DEFAULT_CONNECT_MS 1000L
+#define CONNECT_MAX_MS 1000L
 
-struct ilab_backend {
-    const http_engine *engine;
-    ilab_last_error_t error;
-};
-
-/* libcurl's global state is set up once, and torn down when the plugin is
- * unloaded so no allocation outlives it. */
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_ready;
-
-static void curl_setup(void)
+ilab_status http_fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 {
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    va_list ap;
+    va_start(ap, fmt);
+    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
-__attribute__((destructor)) static void curl_teardown(void)
+/* --- configuration --------------------------------------------------------- */
+
+static long int_value(const char *v, long dflt)
 {
-    if (curl_ready)
-        curl_global_cleanup();
+    char *end = NULL;
+    long x = v && *v ? strtol(v, &end, 10) : dflt;
+    return end && *end ? dflt : x;
 }
 
-static const char *configured_url(const http_engine *e, const ilab_config_entry_t *config,
-                                  size_t n_config)
+static void read_settings(const http_engine *e, const ilab_config_entry_t *config, size_t n,
+                          http_settings *s)
 {
-    for (size_t i = 0; config && i < n_config; i++)
-        if (config[i].key && !strcmp(config[i].key, "base_url") && config[i].value &&
-            *config[i].value)
-            return config[i].value;
-    const char *env = getenv(e->env_var);
-    return env && *env ? env : NULL;
+    memset(s, 0, sizeof *s);
+    s->connect_timeout_ms = DEFAULT_CONNECT_MS;
+    s->request_timeout_s = 300;
+    s->eos_id = -1;
+    for (size_t i = 0; config && i < n; i++) {
+        const char *k = config[i].key, *v = config[i].value ? config[i].value : "";
+        if (!k)
+            continue;
+        if (!strcmp(k, "base_url"))
+            snprintf(s->base_url, sizeof s->base_url, "%s", v);
+        else if (!strcmp(k, "model"))
+            snprintf(s->model, sizeof s->model, "%s", v);
+        else if (!strcmp(k, "api_key"))
+            snprintf(s->api_key, sizeof s->api_key, "%s", v);
+        else if (!strcmp(k, "connect_timeout_ms"))
+            s->connect_timeout_ms = int_value(v, DEFAULT_CONNECT_MS);
+        else if (!strcmp(k, "request_timeout_s"))
+            s->request_timeout_s = int_value(v, 300);
+        else if (!strcmp(k, "vocab_size"))
+            s->vocab_size = (int32_t)int_value(v, 0);
+        else if (!strcmp(k, "eos_id"))
+            s->eos_id = (int32_t)int_value(v, -1);
+        else if (!strcmp(k, "max_context"))
+            s->max_context = (int32_t)int_value(v, 0);
+    }
+    if (!s->base_url[0]) {
+        const char *env = getenv(e->env_var);
+        if (env && *env)
+            snprintf(s->base_url, sizeof s->base_url, "%s", env);
+    }
+    size_t len = strlen(s->base_url);
+    while (len > 0 && s->base_url[len - 1] == '/')
+        s->base_url[--len] = '\0';
+    /* the probe must answer within its budget whatever the user set */
+    if (s->connect_timeout_ms <= 0 || s->connect_timeout_ms > CONNECT_MAX_MS)
+        s->connect_timeout_ms = s->connect_timeout_ms <= 0 ? DEFAULT_CONNECT_MS : CONNECT_MAX_MS;
+    if (s->request_timeout_s <= 0)
+        s->request_timeout_s = 300;
 }
 
-static size_t discard_body(char *data, size_t size, size_t nmemb, void *user)
+static void target_of(const http_engine *e, const http_settings *s, http_target *t)
 {
-    return size * nmemb;
+    t->label = e->label;
+    t->base_url = s->base_url;
+    t->api_key = s->api_key;
+    t->connect_timeout_ms = s->connect_timeout_ms;
 }
 
-/* GET <base>/health: ILAB_OK when the server answers 2xx, else ILAB_UNAVAILABLE
- * with the URL and the error. */
-static ilab_status check_health(const http_engine *e, const char *base, char *reason, size_t cap)
+/* --- probe: health, then the model list ------------------------------------ */
+
+static long remaining_ms(const ilab_host_t *host, uint64_t t0)
 {
-    if (strncmp(base, "http://", 7) && strncmp(base, "https://", 8)) {
-        snprintf(reason, cap, "%s base_url '%s' is not an http:// or https:// URL", e->label, base);
+    uint64_t now = host && ILAB_STRUCT_HAS(ilab_host_t, host, now_ns) && host->now_ns ? host->now_ns(host) : t0;
+    long spent = (long)((now - t0) / 1000000u);
+    long left = PROBE_BUDGET_MS - spent;
+    return left > PROBE_FLOOR_MS ? left : PROBE_FLOOR_MS;
+}
+
+/* A non-2xx answer as an unavailable reason naming URL, status and message. */
+static ilab_status refused(const http_engine *e, const http_target *t, const char *path,
+                           const http_reply *r, char *reason, size_t cap)
+{
+    char msg[512];
+    http_client_error_text(r->body, r->len, msg, sizeof msg);
+    if (r->status == 401 || r->status == 403)
+        snprintf(reason, cap, "%s server at %s refused the API key%s (HTTP %ld on %s: %s)",
+                 e->label, t->base_url, t->api_key[0] ? "" : " (none was configured)", r->status,
+                 path, msg);
+    else
+        snprintf(reason, cap, "%s server at %s answered %s with HTTP %ld: %s", e->label,
+                 t->base_url, path, r->status, msg);
+    return ILAB_UNAVAILABLE;
+}
+
+/* Pick the configured model (or the only one) out of an OpenAI model list. */
+static ilab_status pick_model(const http_engine *e, const http_settings *s, json_t *list,
+                              http_model *m, char *reason, size_t cap)
+{
+    json_t *data = json_object_get(list, "data"), *card, *chosen = NULL;
+    size_t i, n = json_array_size(data);
+    char names[512] = "";
+    json_array_foreach(data, i, card) {
+        const char *id = json_string_value(json_object_get(card, "id"));
+        if (!id)
+            continue;
+        size_t at = strlen(names);
+        snprintf(names + at, sizeof names - at, "%s'%s'", at ? ", " : "", id);
+        if (s->model[0] ? !strcmp(id, s->model) : n == 1)
+            chosen = card;
+    }
+    if (!json_is_array(data)) {
+        snprintf(reason, cap, "%s server at %s: %s is not a model list (no 'data' array)",
+                 e->label, s->base_url, e->models_path);
         return ILAB_UNAVAILABLE;
     }
-    char url[1024];
-    size_t len = strlen(base);
-    while (len > 0 && base[len - 1] == '/')
-        len--;
-    snprintf(url, sizeof url, "%.*s%s", (int)len, base, e->health_path);
-
-    pthread_once(&curl_once, curl_setup);
-    CURL *curl = curl_ready ? curl_easy_init() : NULL;
-    if (!curl) {
-        snprintf(reason, cap, "cannot reach %s: libcurl failed to initialise", url);
+    if (!chosen) {
+        if (n == 0)
+            snprintf(reason, cap, "%s server at %s serves no model", e->label, s->base_url);
+        else if (s->model[0])
+            snprintf(reason, cap, "%s server at %s does not serve model '%s' (it serves %s)",
+                     e->label, s->base_url, s->model, names);
+        else
+            snprintf(reason, cap, "%s server at %s serves %zu models (%s); set %s.model",
+                     e->label, s->base_url, n, names, e->plugin);
         return ILAB_UNAVAILABLE;
     }
-    char curl_err[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM: safe in any thread */
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, TOTAL_TIMEOUT_MS);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_err);
-    CURLcode rc = curl_easy_perform(curl);
-    long http_status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_status);
-    curl_easy_cleanup(curl);
-
-    if (rc != CURLE_OK) {
-        snprintf(reason, cap, "cannot reach %s: %s", url, *curl_err ? curl_err : curl_easy_strerror(rc));
+    snprintf(m->id, sizeof m->id, "%s", json_string_value(json_object_get(chosen, "id")));
+    /* max_model_len is vLLM's and SGLang's member; vocab_size is not
+     * standard, read when a server publishes it */
+    m->max_context = s->max_context > 0 ? s->max_context
+                     : (int32_t)json_integer_value(json_object_get(chosen, "max_model_len"));
+    m->vocab_size = s->vocab_size > 0 ? s->vocab_size
+                    : (int32_t)json_integer_value(json_object_get(chosen, "vocab_size"));
+    if (m->max_context <= 0) {
+        snprintf(reason, cap, "%s server at %s does not publish max_model_len for '%s'; set %s.max_context",
+                 e->label, s->base_url, m->id, e->plugin);
         return ILAB_UNAVAILABLE;
     }
-    if (http_status < 200 || http_status >= 300) {
-        snprintf(reason, cap, "%s server at %s is not healthy: HTTP %ld", e->label, url, http_status);
+    if (m->vocab_size <= 0) {
+        snprintf(reason, cap, "%s server at %s does not publish the vocabulary size of '%s'; set %s.vocab_size",
+                 e->label, s->base_url, m->id, e->plugin);
         return ILAB_UNAVAILABLE;
     }
     return ILAB_OK;
+}
+
+/* Everything the probe checks; on ILAB_OK `*m` names the served model. */
+static ilab_status discover(const ilab_host_t *host, const http_engine *e, const http_settings *s,
+                            http_model *m, char *reason, size_t cap)
+{
+    if (!s->base_url[0]) {
+        snprintf(reason, cap, "no %s server configured (set base_url in the plugin config or %s)",
+                 e->label, e->env_var);
+        return ILAB_UNAVAILABLE;
+    }
+    if (strncmp(s->base_url, "http://", 7) && strncmp(s->base_url, "https://", 8)) {
+        snprintf(reason, cap, "%s base_url '%s' is not an http:// or https:// URL", e->label,
+                 s->base_url);
+        return ILAB_UNAVAILABLE;
+    }
+    http_target t;
+    target_of(e, s, &t);
+    uint64_t t0 = host && ILAB_STRUCT_HAS(ilab_host_t, host, now_ns) && host->now_ns ? host->now_ns(host) : 0;
+    http_reply r;
+    if (http_client_request(&t, e->health_path, NULL, remaining_ms(host, t0), &r, reason, cap) != ILAB_OK)
+        return ILAB_UNAVAILABLE;
+    ilab_status st = ILAB_OK;
+    if (r.status < 200 || r.status >= 300)
+        st = refused(e, &t, e->health_path, &r, reason, cap);
+    http_reply_free(&r);
+    if (st != ILAB_OK)
+        return st;
+    if (http_client_request(&t, e->models_path, NULL, remaining_ms(host, t0), &r, reason, cap) != ILAB_OK)
+        return ILAB_UNAVAILABLE;
+    if (r.status < 200 || r.status >= 300) {
+        st = refused(e, &t, e->models_path, &r, reason, cap);
+        http_reply_free(&r);
+        return st;
+    }
+    json_t *list = json_loadb(r.body, r.len, 0, NULL);
+    http_reply_free(&r);
+    if (!list) {
+        snprintf(reason, cap, "%s server at %s: %s did not answer JSON", e->label, s->base_url,
+                 e->models_path);
+        return ILAB_UNAVAILABLE;
+    }
+    st = pick_model(e, s, list, m, reason, cap);
+    json_decref(list);
+    return st;
 }
 
 static ilab_status hb_probe(const ilab_host_t *host, const ilab_config_entry_t *config,
@@ -103,66 +218,68 @@ static ilab_status hb_probe(const ilab_host_t *host, const ilab_config_entry_t *
         reason_cap = sizeof scratch;
     }
     reason[0] = '\0';
-    const char *base = configured_url(e, config, n_config);
-    if (!base) {
-        snprintf(reason, reason_cap,
-                 "no %s server configured (set base_url in the plugin config or %s)", e->label,
-                 e->env_var);
-        return ILAB_UNAVAILABLE;
-    }
-    if (check_health(e, base, reason, reason_cap) != ILAB_OK)
-        return ILAB_UNAVAILABLE;
-    /* Reachable, but generation over its HTTP API is not implemented: say
-     * so rather than claim an engine we cannot drive. */
-    snprintf(reason, reason_cap,
-             "%s server at %s is reachable, but the %s HTTP adapter is not implemented in this "
-             "build", e->label, base, e->plugin);
-    return ILAB_UNAVAILABLE;
+    http_settings s;
+    read_settings(e, config, n_config, &s);
+    http_model m;
+    ilab_status st = discover(host, e, &s, &m, reason, reason_cap);
+    if (st == ILAB_OK)
+        snprintf(reason, reason_cap, "%s server at %s serves '%s'", e->label, s.base_url, m.id);
+    return st;
+}
+
+/* The model's BOS, as the server's tokenizer adds it to an empty text. */
+static int32_t find_bos(ilab_backend_t *b)
+{
+    int32_t t[4];
+    size_t n = 0;
+    if (http_tokenize(b, "", 0, ILAB_TOKENIZE_ADD_BOS, t, 4, &n) == ILAB_OK && n == 1)
+        return t[0];
+    return -1;
 }
 
 static ilab_status hb_create(const ilab_host_t *host, const ilab_config_entry_t *config,
                              size_t n_config, char *error, size_t error_cap,
                              ilab_backend_t **out)
 {
+    const http_engine *e = &http_engine_of_plugin;
     char scratch[512];
     if (!error || !error_cap) {
         error = scratch;
         error_cap = sizeof scratch;
     }
+    error[0] = '\0';
+    if (!out) {
+        snprintf(error, error_cap, "%s: create: out is NULL", e->plugin);
+        return ILAB_INVALID_ARGUMENT;
+    }
+    ilab_backend_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(error, error_cap, "%s: out of memory", e->plugin);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    b->engine = e;
+    read_settings(e, config, n_config, &b->settings);
     /* An unavailable backend refuses with the probe's reason (PRB-2). */
-    return hb_probe(host, config, n_config, error, error_cap);
-}
-
-/* --- calls on an instance: none can exist yet, but every entry point still
- * answers with a status and a message. ---------------------------------- */
-
-static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ilab_last_error_setv(b ? &b->error : NULL, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static const char *plugin_of(const ilab_backend_t *b)
-{
-    return b ? b->engine->plugin : "http backend";
-}
-
-static ilab_status undeclared(ilab_backend_t *b, const char *call, const char *capability)
-{
-    return fail(b, ILAB_UNSUPPORTED, "%s: %s: capability '%s' not declared", plugin_of(b), call,
-                capability);
+    ilab_status st = discover(host, e, &b->settings, &b->model, error, error_cap);
+    if (st != ILAB_OK) {
+        free(b);
+        return st;
+    }
+    target_of(e, &b->settings, &b->target);
+    ilab_last_error_init(&b->error);
+    pthread_mutex_init(&b->active_mu, NULL);
+    b->eos_id = b->settings.eos_id < b->model.vocab_size ? b->settings.eos_id : -1;
+    b->bos_id = -1;
+    b->bos_id = find_bos(b);
+    *out = b;
+    return ILAB_OK;
 }
 
 static void hb_destroy(ilab_backend_t *b)
 {
     if (!b)
         return;
+    pthread_mutex_destroy(&b->active_mu);
     ilab_last_error_destroy(&b->error);
     free(b);
 }
@@ -174,26 +291,39 @@ static size_t hb_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 
 static ilab_status hb_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
-    return fail(b, ILAB_UNAVAILABLE, "%s: model_info: the HTTP adapter is not implemented",
-                plugin_of(b));
+    if (!b || !info)
+        return http_fail(b, ILAB_INVALID_ARGUMENT, "%s: model_info: NULL argument",
+                         b ? b->engine->plugin : "http backend");
+    if (info->struct_size < sizeof *info) /* ABI 1.0's is the smallest (ABI-3) */
+        return http_fail(b, ILAB_ABI_MISMATCH, "%s: model_info: struct_size %u is smaller than ABI 1.0's %zu",
+                         b->engine->plugin, info->struct_size, sizeof *info);
+    ilab_model_info_t full;
+    memset(&full, 0, sizeof full);
+    full.struct_size = sizeof full;
+    full.vocab_size = b->model.vocab_size;
+    full.bos_id = b->bos_id;
+    full.eos_id = b->eos_id;
+    full.max_context = b->model.max_context;
+    /* the id can be longer than the name field: keep its start */
+    size_t id_len = strnlen(b->model.id, sizeof full.name - 1);
+    memcpy(full.name, b->model.id, id_len);
+    /* the weights are the server's: no digest to give (DIF-1 skips) */
+    size_t n = info->struct_size < sizeof full ? info->struct_size : sizeof full;
+    if (n < sizeof(uint32_t))
+        return http_fail(b, ILAB_ABI_MISMATCH, "%s: model_info: struct_size %u is too small",
+                         b->engine->plugin, info->struct_size);
+    memcpy((char *)info + sizeof(uint32_t), (const char *)&full + sizeof(uint32_t),
+           n - sizeof(uint32_t));
+    return ILAB_OK;
 }
 
-static ilab_status hb_tokenize(ilab_backend_t *b, const char *t, size_t l, uint32_t f,
-                               int32_t *o, size_t c, size_t *n)
-{
-    return undeclared(b, "tokenize", "tokenizer");
-}
+/* --- what a remote engine does not offer --------------------------------- */
 
-static ilab_status hb_detokenize(ilab_backend_t *b, const int32_t *t, size_t n, char *o,
-                                 size_t c, size_t *l)
+static ilab_status undeclared(ilab_backend_t *b, const char *call, const char *capability)
 {
-    return undeclared(b, "detokenize", "tokenizer");
-}
-
-static ilab_status hb_token_piece(ilab_backend_t *b, int32_t p, int32_t t, char *o, size_t c,
-                                  size_t *l)
-{
-    return undeclared(b, "token_piece", "tokenizer");
+    return http_fail(b, ILAB_UNSUPPORTED, "%s: %s: capability '%s' not declared (a remote engine "
+                     "samples itself and does not hand out its logits or cache)",
+                     b ? b->engine->plugin : "http backend", call, capability);
 }
 
 static ilab_status hb_seq_create(ilab_backend_t *b, ilab_seq_t *s)
@@ -226,32 +356,17 @@ static ilab_status hb_eval(ilab_backend_t *b, const ilab_batch_item_t *const *it
     return undeclared(b, "eval", "logits: full");
 }
 
-static ilab_status hb_generate(ilab_backend_t *b, const ilab_generate_request_t *req,
-                               ilab_event_fn on_event, void *user_data)
+static ilab_status hb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s)
 {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s: generate: the HTTP adapter is not implemented", plugin_of(b));
-    if (on_event) {
-        ilab_event_t ev = {.struct_size = sizeof ev, .type = ILAB_EVENT_ERROR,
-                           .request_id = req ? req->request_id : 0,
-                           .finish_reason = ILAB_FINISH_ERROR, .status = ILAB_UNAVAILABLE,
-                           .message = msg};
-        on_event(user_data, &ev);
-    }
-    return fail(b, ILAB_UNAVAILABLE, "%s", msg);
-}
-
-static ilab_status hb_cancel(ilab_backend_t *b, uint64_t id)
-{
-    return ILAB_OK; /* nothing runs, so nothing is left to cancel (benign race rule) */
+    return undeclared(b, "cache_stats", "cache.stats");
 }
 
 const ilab_backend_api_t http_backend_api = {
     .struct_size = sizeof(ilab_backend_api_t),
     .probe = hb_probe, .create = hb_create, .destroy = hb_destroy,
     .last_error = hb_last_error, .model_info = hb_model_info,
-    .tokenize = hb_tokenize, .detokenize = hb_detokenize, .token_piece = hb_token_piece,
+    .tokenize = http_tokenize, .detokenize = http_detokenize, .token_piece = http_token_piece,
     .seq_create = hb_seq_create, .seq_free = hb_seq_free, .seq_fork = hb_seq_fork,
     .seq_truncate = hb_seq_truncate, .seq_length = hb_seq_length, .eval = hb_eval,
-    .generate = hb_generate, .cancel = hb_cancel,
+    .generate = http_generate, .cancel = http_cancel, .cache_stats = hb_cache_stats,
 };

@@ -1,47 +1,10 @@
-/* sglang_stub — the SGLang backend: SGLang over its HTTP API.
- * Unavailable (with the reason) unless a SGLang server is configured and
- * reachable; the shared HTTP half lives in ../http_common/. */
-#include "http_backend.h"
+/* sglang_stub — the SGLang backend: a SGLang server driven over HTTP (its
+ * native /generate API). Unavailable, with the precise reason, unless a
+ * server is configured and serves a model. The shared HTTP half, manifest
+ * and entry point live in ../http_common/; this engine's wire format in
+ * sglang_protocol.c. */
+#include "http_plugin.h"
+#include "sglang_protocol.h"
 
-const http_engine http_engine_of_plugin = {
-    .plugin = "sglang_stub",
-    .label = "SGLang",
-    .env_var = "INFERLAB_SGLANG_URL",
-    .health_path = "/health",
-};
-
-/* Only what an HTTP engine can honour: it samples itself, streams, cancels
- * and returns top-k logprobs; no full logits and no cache control. */
-static const char manifest[] =
-    "name: sglang_stub\n"
-    "version: 0.1.0\n"
-    "abi: 1.0\n"
-    "description: >-\n"
-    "  SGLang over its HTTP API; unavailable unless a server is configured\n"
-    "  (base_url or INFERLAB_SGLANG_URL) and reachable.\n"
-    "capabilities:\n"
-    "  tokenizer: false\n"
-    "  logits: topk\n"
-    "  topk_max: 20\n"
-    "  sampling: backend\n"
-    "  cache: {fork: false, truncate: false}\n"
-    "  batching: {max_batch: 1}\n"
-    "  streaming: true\n"
-    "  cancel: true\n"
-    "  max_context: 0\n"
-    "  thread_safety: full\n"
-    "config:\n"
-    "  base_url:\n"
-    "    type: string\n"
-    "    default: \"\"\n"
-    "    description: URL of the SGLang server, e.g. http://127.0.0.1:8000; empty = INFERLAB_SGLANG_URL.\n";
-
-ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
-    .struct_size = sizeof(ilab_plugin_entry_t),
-    .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = ILAB_ABI_MINOR,
-    .name = "sglang_stub",
-    .version = "0.1.0",
-    .manifest_yaml = manifest,
-    .backend = &http_backend_api,
-};
+HTTP_ADAPTER_PLUGIN("sglang_stub", "SGLang", "its native /generate API", "http://127.0.0.1:30000",
+                    "INFERLAB_SGLANG_URL", &sglang_protocol);

@@ -63,6 +63,7 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 typedef struct tl_settings {
     const char *model;     /* "" = embedded */
     const char *tokenizer; /* "" = embedded, or beside the model */
+    tl_dtype quantize;     /* TL_DTYPE_F32: as stored; TL_DTYPE_Q8_0 */
     long threads;
     long kv_blocks;
     long max_sequences;
@@ -83,7 +84,7 @@ static int parse_long(const char *s, long *out)
 static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl_settings *s,
                                  char *err, size_t cap)
 {
-    *s = (tl_settings){"", "", 0, 0, 64};
+    *s = (tl_settings){"", "", TL_DTYPE_F32, 0, 0, 64};
     if (n > 0 && !config) {
         snprintf(err, cap, "torchlike: config is NULL but n_config is %zu", n);
         return ILAB_INVALID_ARGUMENT;
@@ -107,6 +108,17 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
             s->tokenizer = v;
             continue;
         }
+        if (strcmp(k, "quantize") == 0) {
+            if (strcmp(v, "none") == 0) {
+                s->quantize = TL_DTYPE_F32;
+            } else if (strcmp(v, "q8_0") == 0) {
+                s->quantize = TL_DTYPE_Q8_0;
+            } else {
+                snprintf(err, cap, "torchlike: config key 'quantize' must be none or q8_0, got \"%s\"", v);
+                return ILAB_INVALID_ARGUMENT;
+            }
+            continue;
+        }
         size_t j;
         for (j = 0; j < sizeof ints / sizeof *ints; j++) {
             if (strcmp(k, ints[j].key) != 0)
@@ -122,7 +134,7 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
         }
         if (j == sizeof ints / sizeof *ints) {
             snprintf(err, cap, "torchlike: unknown config key '%s' (known: model, tokenizer, "
-                     "threads, kv_blocks, max_sequences)", k);
+                     "quantize, threads, kv_blocks, max_sequences)", k);
             return ILAB_INVALID_ARGUMENT;
         }
     }
@@ -192,8 +204,8 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
         error_cap = sizeof local;
     }
     error[0] = '\0';
-    if (!out) {
-        snprintf(error, error_cap, "torchlike: create: out is NULL");
+    if (!out || !host) {
+        snprintf(error, error_cap, "torchlike: create: %s is NULL", out ? "host" : "out");
         return ILAB_INVALID_ARGUMENT;
     }
     tl_settings s;
@@ -226,15 +238,16 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
         free(b);
         return st;
     }
-    st = tl_model_init(&b->model, &ck);
-    if (st != ILAB_OK) {
-        snprintf(error, error_cap, "torchlike: out of memory for the rotary tables of %s", ck.label);
-        goto fail;
-    }
+    st = tl_model_init(&b->model, &ck, s.quantize, error, error_cap);
+    if (st != ILAB_OK)
+        goto fail; /* the model closed ck */
 
     if (s.tokenizer[0]) {
         st = tl_tokenizer_load_file(s.tokenizer, ck.cfg.vocab_size, ck.label, &b->tok,
                                     error, error_cap);
+    } else if (b->model.ck.gguf) {
+        st = tl_tokenizer_from_gguf(b->model.ck.gguf, ck.label, ck.cfg.vocab_size, &b->tok, error,
+                                    error_cap);
     } else if (s.model[0]) {
         /* A user's model needs its own vocabulary: look beside it. */
         char path[4096];
@@ -313,16 +326,46 @@ static size_t tl_last_error(const ilab_backend_t *b, char *buf, size_t cap)
     return ilab_last_error_copy(&b->error, buf, cap);
 }
 
+/* SHA-256 of the model file. The embedded default's is computed once per
+ * process: its bytes never change, and hashing 4 MB on every instance made
+ * create/destroy loops slow. */
+static void file_digest(const tl_checkpoint *ck, char hex[65])
+{
+    static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
+    static char embedded_hex[65];
+    if (ck->bytes != tl_embedded_model) {
+        ilab_sha256_hex(ck->bytes, ck->size, hex);
+        return;
+    }
+    pthread_mutex_lock(&once_lock);
+    if (!embedded_hex[0])
+        ilab_sha256_hex(ck->bytes, ck->size, embedded_hex);
+    memcpy(hex, embedded_hex, 65);
+    pthread_mutex_unlock(&once_lock);
+}
+
 static ilab_status tl_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
     if (!b)
         return ILAB_INVALID_ARGUMENT;
-    if (!info || info->struct_size < offsetof(ilab_model_info_t, vocab_size) + sizeof(int32_t))
-        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: info is NULL or its struct_size is too small");
+    if (!info)
+        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: info is NULL");
+    if (info->struct_size < sizeof(ilab_model_info_t)) /* no ABI had a smaller one (ABI-3) */
+        return fail(b, ILAB_ABI_MISMATCH, "model_info: struct_size %u is smaller than ABI 1.0's %zu",
+                    info->struct_size, sizeof(ilab_model_info_t));
     pthread_mutex_lock(&b->lock);
     if (!b->digest[0]) {
         char hex[65];
-        ilab_sha256_hex(b->model.ck.bytes, b->model.ck.size, hex);
+        file_digest(&b->model.ck, hex);
+        if (b->model.quantized) {
+            /* Other weights than the file's: another digest, so that the
+             * file's fp32 logits are never expected of them (DIF-1). */
+            ilab_sha256 h;
+            ilab_sha256_init(&h);
+            ilab_sha256_update(&h, "quantize=q8_0:", 14);
+            ilab_sha256_update(&h, hex, 64);
+            ilab_sha256_final_hex(&h, hex);
+        }
         snprintf(b->digest, sizeof b->digest, "sha256:%s", hex);
     }
     pthread_mutex_unlock(&b->lock);
@@ -539,15 +582,17 @@ static ilab_status tl_seq_length(ilab_backend_t *b, ilab_seq_t seq, int32_t *len
 static ilab_status check_items(ilab_backend_t *b, const ilab_batch_item_t *const *items,
                                size_t n_items, tl_kv_sequence **seqs)
 {
-    size_t min_size = offsetof(ilab_batch_item_t, logits) + sizeof(float *);
     int blocks = 0;
     for (size_t i = 0; i < n_items; i++) {
         const ilab_batch_item_t *it = items[i];
         if (!it)
             return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu is NULL", i);
-        if (it->struct_size < min_size)
-            return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has struct_size %u; at least %zu "
-                        "is needed", i, it->struct_size, min_size);
+        if (it->struct_size < sizeof *it) /* no ABI had a smaller one (ABI-3) */
+            return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu has struct_size %u, smaller than "
+                        "ABI 1.0's %zu", i, it->struct_size, sizeof *it);
+        if (!ilab_struct_tail_is_zero(it, sizeof *it))
+            return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu sets members past the %zu bytes "
+                        "of this plugin's ilab_batch_item_t", i, sizeof *it);
         seqs[i] = tl_kv_seq_get(&b->kv, it->seq);
         if (!seqs[i])
             return stale(b, "eval", it->seq);
@@ -585,7 +630,7 @@ static ilab_status tl_eval(ilab_backend_t *b, const ilab_batch_item_t *const *it
     if (!items && n_items > 0)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: items is NULL");
     if (n_items == 0)
-        return ILAB_OK;
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: no items (n_items is 0)");
     if (n_items > TL_MAX_BATCH)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: %zu items exceed max_batch %d", n_items,
                     TL_MAX_BATCH);
@@ -616,6 +661,30 @@ static ilab_status tl_eval(ilab_backend_t *b, const ilab_batch_item_t *const *it
         seqs[i]->length += items[i]->n_tokens;
     pthread_mutex_unlock(&b->lock);
     tl_workspace_free(&ws);
+    return ILAB_OK;
+}
+
+/* ---- cache capacity (cache.stats, ABI 1.1) ------------------------------------------ */
+
+/* The block pool as it is now: the host admits requests by it. Blocks
+ * shared by forks count once, as they do against eval()'s check. */
+static ilab_status tl_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!stats)
+        return fail(b, ILAB_INVALID_ARGUMENT, "cache_stats: stats is NULL");
+    if (stats->struct_size < sizeof *stats) /* no ABI had a smaller one (ABI-3) */
+        return fail(b, ILAB_ABI_MISMATCH, "cache_stats: struct_size %u is smaller than ABI "
+                    "1.1's %zu", stats->struct_size, sizeof *stats);
+    pthread_mutex_lock(&b->lock);
+    int64_t total = (int64_t)b->kv.n_blocks * TL_KV_BLOCK;
+    int64_t free_positions = (int64_t)b->kv.n_free * TL_KV_BLOCK;
+    pthread_mutex_unlock(&b->lock);
+    /* Only the members this plugin knows; a larger caller's tail is its own. */
+    stats->block_size = TL_KV_BLOCK;
+    stats->total_positions = total;
+    stats->free_positions = free_positions;
     return ILAB_OK;
 }
 
@@ -656,12 +725,13 @@ static const ilab_backend_api_t torchlike_api = {
     .eval = tl_eval,
     .generate = tl_generate,
     .cancel = tl_cancel,
+    .cache_stats = tl_cache_stats,
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = ILAB_ABI_MINOR,
+    .abi_minor = 1, /* cache_stats() is ABI 1.1's (manifest: abi 1.1) */
     .name = "torchlike",
     .version = "0.1.0",
     .manifest_yaml = tl_manifest_yaml,

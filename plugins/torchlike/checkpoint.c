@@ -1,8 +1,11 @@
 #include "checkpoint.h"
 
+#include "gguf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,8 +20,8 @@ static const char *const field_names[7] = {
     "dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len",
 };
 
-static ilab_status validate_header(const int32_t h[7], const char *label,
-                                   tl_config *cfg, char *err, size_t cap)
+ilab_status tl_config_check(const int32_t h[7], const char *label, tl_config *cfg, char *err,
+                            size_t cap)
 {
     for (int i = 0; i < 7; i++) {
         int32_t v = (i == 5 && h[i] < 0 && h[i] != INT32_MIN) ? -h[i] : h[i];
@@ -81,7 +84,7 @@ ilab_status tl_checkpoint_from_memory(const void *bytes, size_t size, const char
         return ILAB_INVALID_ARGUMENT;
     }
     memcpy(h, bytes, sizeof h);
-    ilab_status st = validate_header(h, label, &ck.cfg, err, cap);
+    ilab_status st = tl_config_check(h, label, &ck.cfg, err, cap);
     if (st != ILAB_OK)
         return st;
 
@@ -107,19 +110,38 @@ ilab_status tl_checkpoint_from_memory(const void *bytes, size_t size, const char
 
     const float *p = (const float *)((const unsigned char *)bytes + sizeof h);
     tl_weights *w = &ck.w;
-    w->token_embedding = p; p += vocab * dim;
-    w->rms_att = p;         p += L * dim;
-    w->wq = p;              p += L * dim * dim;
-    w->wk = p;              p += L * kv_dim * dim;
-    w->wv = p;              p += L * kv_dim * dim;
-    w->wo = p;              p += L * dim * dim;
-    w->rms_ffn = p;         p += L * dim;
-    w->w1 = p;              p += L * hid * dim;
-    w->w2 = p;              p += L * dim * hid;
-    w->w3 = p;              p += L * hid * dim;
-    w->rms_final = p;       p += dim;
+    w->layers = calloc((size_t)L, sizeof *w->layers);
+    if (!w->layers) {
+        snprintf(err, cap, "model %s: out of memory", label);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    /* run.c's order: each kind of tensor for every layer, then the next kind. */
+    int D = c->dim, H = c->hidden_dim, KV = (int)kv_dim;
+    w->token_embedding = (tl_matrix){TL_DTYPE_F32, p, c->vocab_size, D};
+    p += vocab * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].rms_att = p + l * dim;
+    p += L * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].wq = (tl_matrix){TL_DTYPE_F32, p + l * dim * dim, D, D};
+    p += L * dim * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].wk = (tl_matrix){TL_DTYPE_F32, p + l * kv_dim * dim, KV, D};
+    p += L * kv_dim * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].wv = (tl_matrix){TL_DTYPE_F32, p + l * kv_dim * dim, KV, D};
+    p += L * kv_dim * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].wo = (tl_matrix){TL_DTYPE_F32, p + l * dim * dim, D, D};
+    p += L * dim * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].rms_ffn = p + l * dim;
+    p += L * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].w1 = (tl_matrix){TL_DTYPE_F32, p + l * hid * dim, H, D};
+    p += L * hid * dim;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].w2 = (tl_matrix){TL_DTYPE_F32, p + l * dim * hid, D, H};
+    p += L * dim * hid;
+    for (uint64_t l = 0; l < L; l++) w->layers[l].w3 = (tl_matrix){TL_DTYPE_F32, p + l * hid * dim, H, D};
+    p += L * hid * dim;
+    w->rms_final = p;
+    p += dim;
     p += (uint64_t)c->seq_len * head; /* freq_cis_real + freq_cis_imag, unused */
-    w->wcls = c->shared_classifier ? w->token_embedding : p;
+    w->wcls = c->shared_classifier ? w->token_embedding
+                                   : (tl_matrix){TL_DTYPE_F32, p, c->vocab_size, D};
 
     ck.bytes = bytes;
     ck.size = size;
@@ -153,7 +175,9 @@ ilab_status tl_checkpoint_open(const char *path, tl_checkpoint *out, char *err, 
         snprintf(err, cap, "model %s: mmap failed: %s", path, strerror(errno));
         return ILAB_IO;
     }
-    ilab_status st = tl_checkpoint_from_memory(map, size, path, out, err, cap);
+    ilab_status st = memcmp(map, "GGUF", 4) == 0
+                         ? tl_checkpoint_from_gguf(map, size, path, out, err, cap)
+                         : tl_checkpoint_from_memory(map, size, path, out, err, cap);
     if (st != ILAB_OK) {
         munmap(map, size);
         return st;
@@ -164,6 +188,9 @@ ilab_status tl_checkpoint_open(const char *path, tl_checkpoint *out, char *err, 
 
 void tl_checkpoint_close(tl_checkpoint *ck)
 {
+    free(ck->w.layers);
+    free(ck->converted);
+    tl_gguf_free(ck->gguf);
     if (ck->mapping)
         munmap(ck->mapping, ck->size);
     memset(ck, 0, sizeof *ck);

@@ -8,8 +8,10 @@
 #define TORCHLIKE_CHECKPOINT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "inferlab/status.h"
+#include "weights.h"
 
 typedef struct tl_config {
     int dim;
@@ -22,20 +24,22 @@ typedef struct tl_config {
     int shared_classifier; /* 1 when the classifier is the embedding table */
 } tl_config;
 
-/* Borrowed pointers into the mapped file; all row-major [out][in]. */
+/* One decoder layer's weights; matrices row-major [out][in]. Pointers are
+ * borrowed from the mapped file (or the checkpoint's converted copies). */
+typedef struct tl_layer_weights {
+    const float *rms_att, *rms_ffn; /* [dim] */
+    tl_matrix wq;                   /* [dim][dim] */
+    tl_matrix wk, wv;               /* [kv_dim][dim] */
+    tl_matrix wo;                   /* [dim][dim] */
+    tl_matrix w1, w3;               /* [hidden][dim] (gate, up) */
+    tl_matrix w2;                   /* [dim][hidden] (down) */
+} tl_layer_weights;
+
 typedef struct tl_weights {
-    const float *token_embedding; /* [vocab][dim] */
-    const float *rms_att;         /* [layer][dim] */
-    const float *wq;              /* [layer][dim][dim] */
-    const float *wk;              /* [layer][kv_dim][dim] */
-    const float *wv;              /* [layer][kv_dim][dim] */
-    const float *wo;              /* [layer][dim][dim] */
-    const float *rms_ffn;         /* [layer][dim] */
-    const float *w1;              /* [layer][hidden][dim] */
-    const float *w2;              /* [layer][dim][hidden] */
-    const float *w3;              /* [layer][hidden][dim] */
-    const float *rms_final;       /* [dim] */
-    const float *wcls;            /* [vocab][dim] */
+    tl_matrix token_embedding; /* [vocab][dim] */
+    tl_layer_weights *layers;  /* [n_layers], owned by the checkpoint */
+    const float *rms_final;    /* [dim] */
+    tl_matrix wcls;            /* [vocab][dim]; the embedding's data when shared */
 } tl_weights;
 
 typedef struct tl_checkpoint {
@@ -45,16 +49,34 @@ typedef struct tl_checkpoint {
     size_t size;
     void *mapping;              /* non-NULL when we own an mmap */
     char label[256];            /* path, or "<embedded default>", for messages */
+    struct tl_gguf *gguf;       /* owned: the parsed GGUF file, NULL for llama2.c */
+    void *converted;            /* owned: fp32 copies of fp16 norm vectors, or NULL */
 } tl_checkpoint;
 
-/* Map and validate `path`. On error writes a message naming the file and the
+/* Map and validate `path`: a llama2.c checkpoint, or a GGUF file (told
+ * apart by the magic "GGUF" at offset 0). On error writes a message naming the file and the
  * field into `err` and returns ILAB_IO (unreadable) or ILAB_INVALID_ARGUMENT. */
 ilab_status tl_checkpoint_open(const char *path, tl_checkpoint *out,
                                char *err, size_t err_cap);
 
-/* Validate bytes owned by someone else (the embedded default). */
+/* Validate llama2.c checkpoint bytes owned by someone else (the embedded
+ * default, a fuzzer's buffer); they must outlive the checkpoint. */
 ilab_status tl_checkpoint_from_memory(const void *bytes, size_t size, const char *label,
                                       tl_checkpoint *out, char *err, size_t err_cap);
+
+/* Validate a GGUF file of the llama architecture held in memory (the bytes
+ * must outlive the checkpoint): hyper-parameters from its metadata, tensors
+ * by their llama.cpp names, each checked for shape and type. Matrices are
+ * used where they lie (F32, F16 or Q8_0); F16 norm vectors are widened into
+ * `converted`. The parsed file stays in `gguf` for its vocabulary. */
+ilab_status tl_checkpoint_from_gguf(const void *bytes, size_t size, const char *label,
+                                    tl_checkpoint *out, char *err, size_t err_cap);
+
+/* The llama2.c header fields (dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size (negative: separate classifier), seq_len) checked
+ * and turned into a config; errors name `label` and the field. */
+ilab_status tl_config_check(const int32_t h[7], const char *label, tl_config *cfg, char *err,
+                            size_t err_cap);
 
 void tl_checkpoint_close(tl_checkpoint *ck);
 

@@ -1,19 +1,177 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
+#include "q8_0_r16.h"
 
-ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck)
+/* Every matrix of the model, for one pass over them. */
+static int model_matrices(tl_weights *w, int n_layers, tl_matrix **out)
+{
+    int n = 0;
+    out[n++] = &w->token_embedding;
+    for (int l = 0; l < n_layers; l++) {
+        tl_layer_weights *L = &w->layers[l];
+        tl_matrix *ms[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3};
+        for (int i = 0; i < 7; i++)
+            out[n++] = ms[i];
+    }
+    out[n++] = &w->wcls;
+    return n;
+}
+
+/* The layer table as the model's own copy, so its matrices can be
+ * replaced without touching the checkpoint's. */
+static int own_layers(tl_model *m)
+{
+    if (m->layers)
+        return 0;
+    m->layers = malloc((size_t)m->cfg.n_layers * sizeof *m->layers);
+    if (!m->layers)
+        return -1;
+    memcpy(m->layers, m->ck.w.layers, (size_t)m->cfg.n_layers * sizeof *m->layers);
+    m->w.layers = m->layers;
+    return 0;
+}
+
+/* Matrices start on a cache line in the model's own buffers: the kernels'
+ * 64-byte loads then split no lines (groups of 16 rows are 64-byte
+ * multiples at the usual widths). */
+static size_t line_up(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* Replace every fp32/fp16 matrix by a Q8_0 copy in one owned buffer,
+ * repacked for the kernels (q8_0_r16.h). A shared classifier stays shared
+ * (the embedding's copy; an embedding row is gathered from its group). */
+static ilab_status quantize_model(tl_model *m, char *err, size_t cap)
+{
+    int L = m->cfg.n_layers, n_max = 2 + 7 * L;
+    tl_matrix **ms = malloc((size_t)n_max * sizeof *ms);
+    if (!ms || own_layers(m) != 0) {
+        free(ms);
+        snprintf(err, cap, "model %s: out of memory for quantisation", m->ck.label);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    int shared = m->w.wcls.data == m->w.token_embedding.data;
+    int n = model_matrices(&m->w, L, ms) - (shared ? 1 : 0);
+    size_t total = 0, weights = 0;
+    for (int i = 0; i < n; i++) {
+        if (ms[i]->type == TL_DTYPE_Q8_0)
+            continue; /* a GGUF file's Q8_0: repacked by repack_mapped */
+        size_t rb = tl_dtype_row_bytes(TL_DTYPE_Q8_0, ms[i]->cols);
+        if (rb == 0) {
+            snprintf(err, cap, "model %s: quantize q8_0 needs rows of a multiple of %d values; "
+                     "a matrix has rows of %d (dim %d, hidden_dim %d)", m->ck.label,
+                     TL_Q8_0_BLOCK, ms[i]->cols, m->cfg.dim, m->cfg.hidden_dim);
+            free(ms);
+            return ILAB_INVALID_ARGUMENT;
+        }
+        total += line_up(rb * (size_t)ms[i]->rows);
+        weights += rb * (size_t)ms[i]->rows;
+    }
+    unsigned char *buf = aligned_alloc(64, total ? total : 64);
+    float *row = malloc((size_t)(m->cfg.dim > m->cfg.hidden_dim ? m->cfg.dim : m->cfg.hidden_dim) *
+                        sizeof *row);
+    if (!buf || !row) {
+        free(buf);
+        free(row);
+        free(ms);
+        snprintf(err, cap, "model %s: out of memory for %zu bytes of Q8_0 weights", m->ck.label,
+                 total);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    size_t off = 0;
+    ilab_status st = ILAB_OK;
+    for (int i = 0; i < n && st == ILAB_OK; i++) {
+        if (ms[i]->type == TL_DTYPE_Q8_0)
+            continue;
+        size_t rb = tl_dtype_row_bytes(TL_DTYPE_Q8_0, ms[i]->cols);
+        for (int r = 0; r < ms[i]->rows; r++) {
+            tl_matrix_row_f32(ms[i], r, row);
+            tl_quantize_row_q8_0(row, (tl_block_q8_0 *)(void *)(buf + off + rb * (size_t)r),
+                                 ms[i]->cols);
+        }
+        *ms[i] = (tl_matrix){TL_DTYPE_Q8_0, buf + off, ms[i]->rows, ms[i]->cols};
+        if (tl_r16_repack_inplace(ms[i]) != 0) {
+            snprintf(err, cap, "model %s: out of memory repacking Q8_0 weights", m->ck.label);
+            st = ILAB_OUT_OF_MEMORY;
+        }
+        off += line_up(rb * (size_t)ms[i]->rows);
+    }
+    if (shared)
+        m->w.wcls = m->w.token_embedding;
+    free(row);
+    free(ms);
+    m->quantized = buf;
+    m->quantized_bytes = weights;
+    return st;
+}
+
+/* A GGUF file's Q8_0 matrices lie in a read-only mapping: copied into one
+ * owned buffer and repacked there (the same bytes; the mapped pages are
+ * not read again). A shared classifier stays shared. */
+static ilab_status repack_mapped(tl_model *m, char *err, size_t cap)
+{
+    int L = m->cfg.n_layers;
+    tl_matrix **all = malloc((size_t)(2 + 7 * L) * sizeof *all);
+    if (!all || own_layers(m) != 0) {
+        free(all);
+        goto oom;
+    }
+    int shared = m->w.wcls.data == m->w.token_embedding.data;
+    int n = model_matrices(&m->w, L, all) - (shared ? 1 : 0);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i]->type == TL_DTYPE_Q8_0)
+            total += line_up(tl_dtype_row_bytes(TL_DTYPE_Q8_0, all[i]->cols) * (size_t)all[i]->rows);
+    if (total == 0) {
+        free(all);
+        return ILAB_OK;
+    }
+    unsigned char *buf = aligned_alloc(64, total);
+    size_t off = 0;
+    int failed = !buf;
+    for (int i = 0; i < n && !failed; i++) {
+        if (all[i]->type != TL_DTYPE_Q8_0)
+            continue;
+        size_t bytes = tl_dtype_row_bytes(TL_DTYPE_Q8_0, all[i]->cols) * (size_t)all[i]->rows;
+        memcpy(buf + off, all[i]->data, bytes);
+        all[i]->data = buf + off;
+        failed = tl_r16_repack_inplace(all[i]) != 0;
+        off += line_up(bytes);
+    }
+    if (shared)
+        m->w.wcls = m->w.token_embedding;
+    free(all);
+    m->repacked = buf;
+    if (!failed)
+        return ILAB_OK;
+oom:
+    snprintf(err, cap, "model %s: out of memory repacking the file's Q8_0 weights", m->ck.label);
+    return ILAB_OUT_OF_MEMORY;
+}
+
+ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck, tl_dtype quantize, char *err,
+                          size_t err_cap)
 {
     memset(m, 0, sizeof *m);
     m->ck = *ck;
     m->cfg = ck->cfg;
+    m->w = ck->w;
     m->head_size = m->cfg.dim / m->cfg.n_heads;
     m->kv_dim = m->cfg.dim * m->cfg.n_kv_heads / m->cfg.n_heads;
     ilab_status st = tl_rope_table(m->cfg.seq_len, m->head_size, &m->rope_cos, &m->rope_sin);
+    if (st != ILAB_OK)
+        snprintf(err, err_cap, "model %s: out of memory for the rotary tables", ck->label);
+    if (st == ILAB_OK && quantize == TL_DTYPE_Q8_0)
+        st = quantize_model(m, err, err_cap);
+    if (st == ILAB_OK)
+        st = repack_mapped(m, err, err_cap);
     if (st != ILAB_OK)
         tl_model_close(m);
     return st;
@@ -23,6 +181,9 @@ void tl_model_close(tl_model *m)
 {
     free(m->rope_cos);
     free(m->rope_sin);
+    free(m->layers);
+    free(m->quantized);
+    free(m->repacked);
     tl_checkpoint_close(&m->ck);
     memset(m, 0, sizeof *m);
 }
@@ -36,6 +197,9 @@ void tl_workspace_free(tl_workspace *ws)
     free(ws->token_item);
     free(ws->token_pos);
     free(ws->token_id);
+    free(ws->act.q);
+    free(ws->act.scale);
+    free(ws->act.sum);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -71,7 +235,15 @@ ilab_status tl_workspace_alloc(tl_workspace *ws, const tl_model *m,
     ws->token_item = malloc(T * sizeof(int));
     ws->token_pos = malloc(T * sizeof(int));
     ws->token_id = malloc(T * sizeof(int));
-    if (st != ILAB_OK || !ws->token_item || !ws->token_pos || !ws->token_id) {
+    /* The widest input of a product: dim, hidden_dim, and dim again for the
+     * classifier's rows. */
+    size_t widest = (size_t)(c->dim > c->hidden_dim ? c->dim : c->hidden_dim);
+    ws->act.cap = (T > R ? T : R) * widest;
+    ws->act.q = malloc(ws->act.cap);
+    ws->act.scale = malloc((ws->act.cap / TL_Q8_0_BLOCK + 1) * sizeof(float));
+    ws->act.sum = malloc((ws->act.cap / TL_Q8_0_BLOCK + 1) * sizeof(int32_t));
+    if (st != ILAB_OK || !ws->token_item || !ws->token_pos || !ws->token_id || !ws->act.q ||
+        !ws->act.scale || !ws->act.sum) {
         tl_workspace_free(ws);
         return ILAB_OUT_OF_MEMORY;
     }
@@ -151,30 +323,24 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
                       int n_items, tl_workspace *ws, tl_thread_pool *pool)
 {
     const tl_config *c = &m->cfg;
-    const tl_weights *w = &m->ck.w;
-    size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, kv_dim = (size_t)m->kv_dim;
+    const tl_weights *w = &m->w;
+    size_t dim = (size_t)c->dim, kv_dim = (size_t)m->kv_dim;
     int T = ws->n_tokens;
 
-    tl_embedding(&ws->x, w->token_embedding, ws->token_id);
+    tl_embedding(&ws->x, &w->token_embedding, ws->token_id);
+    tl_act_scratch *act = &ws->act;
 
     for (int l = 0; l < c->n_layers; l++) {
-        tl_tensor wq = tl_tensor_view(w->wq + l * dim * dim, dim, dim);
-        tl_tensor wk = tl_tensor_view(w->wk + l * kv_dim * dim, kv_dim, dim);
-        tl_tensor wv = tl_tensor_view(w->wv + l * kv_dim * dim, kv_dim, dim);
-        tl_tensor wo = tl_tensor_view(w->wo + l * dim * dim, dim, dim);
-        tl_tensor w1 = tl_tensor_view(w->w1 + l * hid * dim, hid, dim);
-        tl_tensor w2 = tl_tensor_view(w->w2 + l * dim * hid, dim, hid);
-        tl_tensor w3 = tl_tensor_view(w->w3 + l * hid * dim, hid, dim);
-
-        tl_rmsnorm(&ws->xb, &ws->x, w->rms_att + l * dim);
+        const tl_layer_weights *lw = &w->layers[l];
+        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_att);
         if (T == 1) {
             float *outs[3] = {ws->q.data, ws->k.data, ws->v.data};
-            const tl_tensor *mats[3] = {&wq, &wk, &wv};
-            tl_matvec_multi(outs, mats, 3, ws->xb.data, pool);
+            const tl_matrix *mats[3] = {&lw->wq, &lw->wk, &lw->wv};
+            tl_matvec_multi(outs, mats, 3, ws->xb.data, act, pool);
         } else {
-            tl_matmul(&ws->q, &ws->xb, &wq, pool);
-            tl_matmul(&ws->k, &ws->xb, &wk, pool);
-            tl_matmul(&ws->v, &ws->xb, &wv, pool);
+            tl_matmul(&ws->q, &ws->xb, &lw->wq, act, pool);
+            tl_matmul(&ws->k, &ws->xb, &lw->wk, act, pool);
+            tl_matmul(&ws->v, &ws->xb, &lw->wv, act, pool);
         }
         for (int t = 0; t < T; t++) {
             int pos = ws->token_pos[t];
@@ -203,20 +369,20 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         else
             tl_parallel_for(pool, T * c->n_heads, 1, attention_task, &job);
 
-        tl_matmul(&ws->xb2, &ws->xb, &wo, pool);
+        tl_matmul(&ws->xb2, &ws->xb, &lw->wo, act, pool);
         tl_add(&ws->x, &ws->xb2);
 
-        tl_rmsnorm(&ws->xb, &ws->x, w->rms_ffn + l * dim);
+        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_ffn);
         if (T == 1) {
             float *outs[2] = {ws->hb.data, ws->hb2.data};
-            const tl_tensor *mats[2] = {&w1, &w3};
-            tl_matvec_multi(outs, mats, 2, ws->xb.data, pool);
+            const tl_matrix *mats[2] = {&lw->w1, &lw->w3};
+            tl_matvec_multi(outs, mats, 2, ws->xb.data, act, pool);
         } else {
-            tl_matmul(&ws->hb, &ws->xb, &w1, pool);
-            tl_matmul(&ws->hb2, &ws->xb, &w3, pool);
+            tl_matmul(&ws->hb, &ws->xb, &lw->w1, act, pool);
+            tl_matmul(&ws->hb2, &ws->xb, &lw->w3, act, pool);
         }
         tl_swiglu(&ws->hb, &ws->hb2, pool);
-        tl_matmul(&ws->xb2, &ws->hb, &w2, pool);
+        tl_matmul(&ws->xb2, &ws->hb, &lw->w2, act, pool);
         tl_add(&ws->x, &ws->xb2);
     }
 
@@ -236,9 +402,8 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
     }
     tl_tensor xr = tl_tensor_rows(&ws->xr, 0, (size_t)r);
     tl_rmsnorm(&xr, &xr, w->rms_final);
-    tl_tensor wcls = tl_tensor_view(w->wcls, (size_t)c->vocab_size, dim);
     tl_tensor logits = tl_tensor_rows(&ws->logits, 0, (size_t)r);
-    tl_matmul(&logits, &xr, &wcls, pool);
+    tl_matmul(&logits, &xr, &w->wcls, act, pool);
     r = 0;
     for (int i = 0; i < n_items; i++) {
         if (!items[i].logits)

@@ -10,18 +10,29 @@
 
 #include "checkpoint.h"
 #include "kv_cache.h"
+#include "ops.h"
 #include "tensor.h"
 #include "thread_pool.h"
 
 typedef struct tl_model {
     tl_checkpoint ck; /* owned: closed by tl_model_close */
     tl_config cfg;
+    tl_weights w;     /* the file's weights, or the quantised copies below */
     int head_size, kv_dim;
     float *rope_cos, *rope_sin; /* [seq_len][head_size / 2], owned */
+    tl_layer_weights *layers;   /* owned copy of ck.w.layers when quantised */
+    void *quantized;            /* owned: the Q8_0 copies (quantize: q8_0), or NULL */
+    size_t quantized_bytes;     /* their weight bytes */
+    void *repacked;             /* owned: a GGUF file's Q8_0 matrices repacked, or NULL */
 } tl_model;
 
-/* Takes ownership of ck (also on failure: ILAB_OUT_OF_MEMORY closes it). */
-ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck);
+/* Takes ownership of ck (also on failure, which closes it). `quantize` is
+ * TL_DTYPE_F32 to run the file's weights as they are, or TL_DTYPE_Q8_0 to
+ * quantise every fp32/fp16 matrix to Q8_0 at load (norms stay fp32). Q8_0
+ * matrices, the file's or quantised, run repacked (Q8_0_R16). On
+ * error writes a message naming the model and the reason into `err`. */
+ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck, tl_dtype quantize, char *err,
+                          size_t err_cap);
 void tl_model_close(tl_model *m);
 
 /* One sequence's share of a forward pass. */
@@ -43,6 +54,7 @@ typedef struct tl_workspace {
     int *token_item;   /* [n_tokens] item of each token */
     int *token_pos;    /* [n_tokens] position of each token */
     int *token_id;     /* [n_tokens] */
+    tl_act_scratch act; /* quantised activations for Q8_0 products */
 } tl_workspace;
 
 ilab_status tl_workspace_alloc(tl_workspace *ws, const tl_model *m,

@@ -1,5 +1,9 @@
 #include "ops.h"
 
+#include "matmul_f16.h"
+#include "matmul_q8_0.h"
+#include "matvec_f32.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -38,36 +42,6 @@ typedef float v8f_unaligned __attribute__((vector_size(32), aligned(4), may_alia
 #else
 #define TL_CLONES
 #endif
-
-/* out[r] = w[r] . x for r in [r0, r1). One row at a time, so the weights
- * are a single sequential stream the hardware prefetcher follows (measured:
- * interleaving four rows was about 25% slower), with four independent
- * accumulators; x stays in L1. */
-TL_CLONES
-static void matvec_rows(const float *w, const float *x, float *out, int d, int r0, int r1)
-{
-    int d32 = d & ~31, d8 = d & ~7;
-    for (int r = r0; r < r1; r++) {
-        const float *wr = w + (size_t)r * d;
-        v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        int i = 0;
-        for (; i < d32; i += 32) {
-            a0 += LOAD8(wr + i) * LOAD8(x + i);
-            a1 += LOAD8(wr + i + 8) * LOAD8(x + i + 8);
-            a2 += LOAD8(wr + i + 16) * LOAD8(x + i + 16);
-            a3 += LOAD8(wr + i + 24) * LOAD8(x + i + 24);
-        }
-        for (; i < d8; i += 8)
-            a0 += LOAD8(wr + i) * LOAD8(x + i);
-        a0 += a1;
-        a2 += a3;
-        a0 += a2;
-        float sum = HSUM8(a0);
-        for (; i < d; i++)
-            sum += wr[i] * x[i];
-        out[r] = sum;
-    }
-}
 
 /* out[t][r] = w[r] . x[t] for rows [r0, r1) and all T tokens of a skinny
  * batch: each weight row is read from memory once and reused from L1 for
@@ -205,9 +179,10 @@ float tl_dot(const float *a, const float *b, int n)
 /* Rows of several products laid end to end, split evenly over threads. */
 typedef struct matvec_job {
     float *const *outs;
-    const tl_tensor *const *ws;
+    const tl_matrix *const *ws;
     int n_products;
     const float *x;
+    const tl_act_scratch *xq; /* x quantised, when a product is Q8_0 */
 } matvec_job;
 
 static void matvec_task(void *ctxp, int begin, int end, int thread)
@@ -215,32 +190,81 @@ static void matvec_task(void *ctxp, int begin, int end, int thread)
     const matvec_job *job = ctxp;
     int base = 0;
     for (int p = 0; p < job->n_products; p++) {
-        int rows = (int)tl_tensor_rows_of(job->ws[p]);
+        const tl_matrix *w = job->ws[p];
         int lo = begin > base ? begin - base : 0;
-        int hi = end - base < rows ? end - base : rows;
-        if (lo < hi)
-            matvec_rows(job->ws[p]->data, job->x, job->outs[p],
-                        (int)tl_tensor_cols_of(job->ws[p]), lo, hi);
-        base += rows;
+        int hi = end - base < w->rows ? end - base : w->rows;
+        if (lo < hi) {
+            switch (w->type) {
+            case TL_DTYPE_F32:
+                tl_matvec_f32(w->data, job->x, job->outs[p], w->cols, lo, hi);
+                break;
+            case TL_DTYPE_F16:
+                tl_matmul_f16(w, job->x, (size_t)w->cols, 1, job->outs[p], 0, lo, hi);
+                break;
+            case TL_DTYPE_Q8_0:
+            case TL_DTYPE_Q8_0_R16: {
+                tl_q8_act a = {job->xq->q, job->xq->scale, job->xq->sum};
+                tl_matmul_q8_0(w, &a, 1, job->outs[p], 0, lo, hi);
+                break;
+            }
+            }
+        }
+        base += w->rows;
     }
 }
 
-void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_products,
-                     const float *x, tl_thread_pool *pool)
+/* Quantise T rows of x for Q8_0 products. The scratch was sized by the
+ * workspace for the widest input of the model. */
+static void quantize_rows(const float *x, size_t stride, int T, int cols, tl_act_scratch *s)
 {
-    if (matvec_kind == TL_MATVEC_BLAS) {
+    for (int t = 0; t < T; t++)
+        tl_quantize_act_q8(x + (size_t)t * stride, cols, s->q + (size_t)t * (size_t)cols,
+                           s->scale + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK),
+                           s->sum + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK));
+}
+
+void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_products,
+                     const float *x, tl_act_scratch *scratch, tl_thread_pool *pool)
+{
+    int all_f32 = 1, any_q8 = 0, total = 0;
+    for (int p = 0; p < n_products; p++) {
+        all_f32 &= ws[p]->type == TL_DTYPE_F32;
+        any_q8 |= ws[p]->type == TL_DTYPE_Q8_0 || ws[p]->type == TL_DTYPE_Q8_0_R16;
+        total += ws[p]->rows;
+    }
+    if (matvec_kind == TL_MATVEC_BLAS && all_f32) {
         for (int p = 0; p < n_products; p++)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)tl_tensor_rows_of(ws[p]),
-                        (int)tl_tensor_cols_of(ws[p]), 1.0f, ws[p]->data,
-                        (int)ws[p]->stride[0], x, 1, 0.0f, outs[p], 1);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, ws[p]->rows, ws[p]->cols, 1.0f, ws[p]->data,
+                        ws[p]->cols, x, 1, 0.0f, outs[p], 1);
         return;
     }
-    int total = 0;
-    for (int p = 0; p < n_products; p++)
-        total += (int)tl_tensor_rows_of(ws[p]);
-    matvec_job job = {outs, ws, n_products, x};
+    if (any_q8)
+        quantize_rows(x, 0, 1, ws[0]->cols, scratch);
+    matvec_job job = {outs, ws, n_products, x, scratch};
     /* Chunks of 64 rows: long sequential runs, and few enough hand-offs. */
     tl_parallel_for(pool, total, 64, matvec_task, &job);
+}
+
+/* fp16 and Q8_0 products over T tokens: rows shared over the threads, each
+ * row read once for all tokens. */
+typedef struct typed_job {
+    const tl_matrix *w;
+    const float *x;
+    size_t x_stride;
+    const tl_act_scratch *xq;
+    float *out;
+    int T, out_stride;
+} typed_job;
+
+static void typed_task(void *ctxp, int begin, int end, int thread)
+{
+    const typed_job *j = ctxp;
+    if (j->w->type == TL_DTYPE_F16) {
+        tl_matmul_f16(j->w, j->x, j->x_stride, j->T, j->out, j->out_stride, begin, end);
+    } else {
+        tl_q8_act a = {j->xq->q, j->xq->scale, j->xq->sum};
+        tl_matmul_q8_0(j->w, &a, j->T, j->out, j->out_stride, begin, end);
+    }
 }
 
 typedef struct skinny_job {
@@ -262,14 +286,21 @@ static void skinny_task(void *ctxp, int begin, int end, int thread)
     matmul_skinny_rows(j->w, j->x, j->out, j->T, j->d, j->n, begin, end);
 }
 
-void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool)
+void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_scratch *scratch,
+               tl_thread_pool *pool)
 {
     int T = (int)tl_tensor_rows_of(x), d = (int)tl_tensor_cols_of(x);
-    int n = (int)tl_tensor_rows_of(w);
+    int n = w->rows;
     if (T == 1) {
         float *o = out->data;
-        const tl_tensor *wp = w;
-        tl_matvec_multi(&o, &wp, 1, x->data, pool);
+        tl_matvec_multi(&o, &w, 1, x->data, scratch, pool);
+        return;
+    }
+    if (w->type != TL_DTYPE_F32) {
+        if (w->type == TL_DTYPE_Q8_0 || w->type == TL_DTYPE_Q8_0_R16)
+            quantize_rows(x->data, x->stride[0], T, d, scratch);
+        typed_job job = {w, x->data, x->stride[0], scratch, out->data, T, (int)out->stride[0]};
+        tl_parallel_for(pool, n, 16, typed_task, &job);
         return;
     }
     if (T <= skinny_limit && x->stride[0] == (size_t)d && out->stride[0] == (size_t)n) {
@@ -278,7 +309,7 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, d, 1.0f, x->data,
-                (int)x->stride[0], w->data, (int)w->stride[0], 0.0f, out->data,
+                (int)x->stride[0], w->data, w->cols, 0.0f, out->data,
                 (int)out->stride[0]);
 }
 
@@ -385,9 +416,9 @@ void tl_add(tl_tensor *x, const tl_tensor *y)
     }
 }
 
-void tl_embedding(tl_tensor *out, const float *table, const int *ids)
+void tl_embedding(tl_tensor *out, const tl_matrix *table, const int *ids)
 {
-    size_t T = tl_tensor_rows_of(out), d = tl_tensor_cols_of(out);
+    size_t T = tl_tensor_rows_of(out);
     for (size_t t = 0; t < T; t++)
-        memcpy(tl_tensor_row(out, t), table + (size_t)ids[t] * d, d * sizeof(float));
+        tl_matrix_row_f32(table, ids[t], tl_tensor_row(out, t));
 }

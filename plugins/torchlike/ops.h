@@ -3,8 +3,11 @@
 #ifndef TORCHLIKE_OPS_H
 #define TORCHLIKE_OPS_H
 
+#include <stdint.h>
+
 #include "tensor.h"
 #include "thread_pool.h"
+#include "weights.h"
 
 /* How a single row (one decoding token) is multiplied by a weight matrix:
  * a single token's matmul is bound by reading the weights once, so it gets
@@ -23,15 +26,27 @@ tl_matvec_kind tl_ops_matvec(void);
 #define TL_SKINNY_BATCH_DEFAULT 16
 void tl_ops_set_skinny_limit(int max_tokens);
 
+/* Room for the activations of a product with Q8_0 weights, quantised once
+ * per product (or per group of products sharing an input): q [T][cols],
+ * scale [T][cols / 32], for up to `cap` elements. Owned by the caller. */
+typedef struct tl_act_scratch {
+    int8_t *q;
+    float *scale;
+    int32_t *sum; /* [T][cols / 32], as scale */
+    size_t cap;
+} tl_act_scratch;
+
 /* out[T][n] = x[T][d] . w[n][d]^T, one matrix product over every token of a
- * batch: the matvec path for T == 1, the skinny kernel for T up to the limit
- * above, cblas_sgemm beyond. */
-void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_tensor *w, tl_thread_pool *pool);
+ * batch. fp32 weights: the matvec path for T == 1, the skinny kernel for T
+ * up to the limit above, cblas_sgemm beyond. fp16 and Q8_0 weights: their
+ * own kernels, which read each weight row once for all tokens. */
+void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_scratch *scratch,
+               tl_thread_pool *pool);
 
 /* Several products of the same single row `x` in one parallel loop, so a
  * decode step pays one thread hand-off for q/k/v (or w1/w3) together. */
-void tl_matvec_multi(float *const *outs, const tl_tensor *const *ws, int n_products,
-                     const float *x, tl_thread_pool *pool);
+void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_products,
+                     const float *x, tl_act_scratch *scratch, tl_thread_pool *pool);
 
 /* out = weight * x / sqrt(mean(x^2) + 1e-5), row by row. */
 void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight);
@@ -56,8 +71,8 @@ void tl_swiglu(tl_tensor *h1, const tl_tensor *h3, tl_thread_pool *pool);
 /* x += y, element-wise. */
 void tl_add(tl_tensor *x, const tl_tensor *y);
 
-/* out row t = table row ids[t]. */
-void tl_embedding(tl_tensor *out, const float *table, const int *ids);
+/* out row t = table row ids[t] (widened to fp32). */
+void tl_embedding(tl_tensor *out, const tl_matrix *table, const int *ids);
 
 float tl_dot(const float *a, const float *b, int n);
 

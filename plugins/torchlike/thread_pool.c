@@ -10,19 +10,25 @@
  * has usually been descheduled, and may be waiting for this very core. */
 #define CALLER_SPIN_ITERATIONS 2000
 
+/* One parallel_for. Jobs alternate between two slots, so a worker that
+ * wakes late for job k can still look at k's slot (and find nothing left)
+ * while the caller fills the other slot for k + 1. */
+typedef struct job_slot {
+    tl_task_fn fn;
+    void *ctx;
+    int n, grain;
+    atomic_int next;   /* first index not yet handed out */
+    atomic_int active; /* threads between arriving at this job and leaving it */
+} job_slot;
+
 struct tl_thread_pool {
     int n_threads;
     pthread_t *workers;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    atomic_uint job;      /* incremented per parallel_for; workers watch it */
-    atomic_int pending;   /* workers still running the current job */
+    atomic_uint job; /* incremented per parallel_for; workers watch it */
     atomic_int quit;
-    /* the current job */
-    tl_task_fn fn;
-    void *ctx;
-    int n, grain;
-    atomic_int next; /* first index not yet handed out */
+    job_slot slots[2]; /* job k uses slots[k & 1] */
 };
 
 typedef struct worker_arg {
@@ -33,15 +39,28 @@ typedef struct worker_arg {
 /* Chunks of `grain` are handed out first come, first served: on a machine
  * shared with other work a descheduled thread does not hold up the rest.
  * Which thread runs a chunk never changes what the chunk computes. */
-static void run_chunks(tl_thread_pool *p, int index)
+static void run_chunks(job_slot *s, int index)
 {
     for (;;) {
-        int begin = atomic_fetch_add(&p->next, p->grain);
-        if (begin >= p->n)
+        int begin = atomic_fetch_add(&s->next, s->grain);
+        if (begin >= s->n)
             return;
-        int end = begin + p->grain < p->n ? begin + p->grain : p->n;
-        p->fn(p->ctx, begin, end, index);
+        int end = begin + s->grain < s->n ? begin + s->grain : s->n;
+        s->fn(s->ctx, begin, end, index);
     }
+}
+
+/* A worker joins job `job` only if it is still the current one once it has
+ * announced itself in `active`: the caller waits for `active` to drain, not
+ * for every worker to show up, so a worker that is asleep or descheduled
+ * when a short job is published costs the caller nothing. */
+static void join_job(tl_thread_pool *p, unsigned job, int index)
+{
+    job_slot *s = &p->slots[job & 1];
+    atomic_fetch_add(&s->active, 1);
+    if (atomic_load(&p->job) == job)
+        run_chunks(s, index);
+    atomic_fetch_sub(&s->active, 1);
 }
 
 static void *worker_main(void *argp)
@@ -66,8 +85,7 @@ static void *worker_main(void *argp)
         if (atomic_load(&p->quit))
             return NULL;
         seen = job;
-        run_chunks(p, index);
-        atomic_fetch_sub(&p->pending, 1);
+        join_job(p, job, index);
     }
 }
 
@@ -119,6 +137,15 @@ int tl_thread_pool_size(const tl_thread_pool *p)
     return p ? p->n_threads : 1;
 }
 
+static void wait_drained(const job_slot *s)
+{
+    /* Yield after a while: on a busy machine a worker may be descheduled
+     * in the middle of its chunk. */
+    for (int spins = 0; atomic_load(&s->active) > 0; spins++)
+        if (spins > CALLER_SPIN_ITERATIONS)
+            sched_yield();
+}
+
 void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *ctx)
 {
     if (grain < 1)
@@ -128,19 +155,20 @@ void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *c
             fn(ctx, 0, n, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n = n;
-    p->grain = grain;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->pending, p->n_threads - 1);
+    unsigned job = atomic_load(&p->job) + 1;
+    job_slot *s = &p->slots[job & 1];
+    /* A worker that arrived late for job - 2 may still be checking it. */
+    wait_drained(s);
+    s->fn = fn;
+    s->ctx = ctx;
+    s->n = n;
+    s->grain = grain;
+    atomic_store(&s->next, 0);
     pthread_mutex_lock(&p->lock);
-    atomic_fetch_add(&p->job, 1);
+    atomic_store(&p->job, job);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    run_chunks(p, 0);
-    /* Yield after a while: on a busy machine a worker may be descheduled. */
-    for (int spins = 0; atomic_load(&p->pending) > 0; spins++)
-        if (spins > CALLER_SPIN_ITERATIONS)
-            sched_yield();
+    run_chunks(s, 0);
+    /* Every chunk is handed out; wait for the ones still running. */
+    wait_drained(s);
 }

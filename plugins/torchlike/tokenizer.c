@@ -68,13 +68,79 @@ void tl_tokenizer_free(tl_tokenizer *t)
     memset(t, 0, sizeof *t);
 }
 
+static ilab_status set_piece(tl_tokenizer *t, int i, const char *bytes, int len)
+{
+    t->pieces[i] = malloc((size_t)len + 1);
+    if (!t->pieces[i])
+        return ILAB_OUT_OF_MEMORY;
+    memcpy(t->pieces[i], bytes, (size_t)len);
+    t->pieces[i][len] = '\0';
+    t->piece_len[i] = len;
+    if (len > t->max_token_length)
+        t->max_token_length = len;
+    return ILAB_OK;
+}
+
+/* The lookup tables, once every piece is in place. */
+static void finish(tl_tokenizer *t)
+{
+    for (int i = 0; i < 256; i++)
+        t->byte_id[i] = -1;
+    for (int i = 0; i < t->vocab_size; i++) {
+        t->sorted[i] = (tl_piece_index){t->pieces[i], t->piece_len[i], i};
+        int b = parse_byte_piece(t->pieces[i], t->piece_len[i]);
+        if (b >= 0 && t->byte_id[b] < 0)
+            t->byte_id[b] = i;
+    }
+    qsort(t->sorted, (size_t)t->vocab_size, sizeof *t->sorted, cmp_piece);
+}
+
+ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int *lens,
+                                    const float *scores, int bos_id, int eos_id, int unk_id,
+                                    const char *label, tl_tokenizer *out, char *err, size_t cap)
+{
+    tl_tokenizer t;
+    memset(&t, 0, sizeof t);
+    const int ids[3] = {bos_id, eos_id, unk_id};
+    static const char *const id_names[3] = {"BOS", "EOS", "unknown-token"};
+    for (int k = 0; k < 3; k++) {
+        if (ids[k] < 0 || ids[k] >= n) {
+            snprintf(err, cap, "tokenizer %s: %s id %d is outside the %d-token vocabulary", label,
+                     id_names[k], ids[k], n);
+            return ILAB_INVALID_ARGUMENT;
+        }
+    }
+    t.vocab_size = n;
+    t.bos_id = bos_id;
+    t.eos_id = eos_id;
+    t.unk_id = unk_id;
+    t.pieces = calloc((size_t)n, sizeof *t.pieces);
+    t.piece_len = calloc((size_t)n, sizeof *t.piece_len);
+    t.scores = calloc((size_t)n, sizeof *t.scores);
+    t.sorted = calloc((size_t)n, sizeof *t.sorted);
+    if (!t.pieces || !t.piece_len || !t.scores || !t.sorted)
+        goto oom;
+    if (pieces) {
+        for (int i = 0; i < n; i++) {
+            if (set_piece(&t, i, pieces[i], lens[i]) != ILAB_OK)
+                goto oom;
+            t.scores[i] = scores[i];
+        }
+        finish(&t);
+    }
+    *out = t;
+    return ILAB_OK;
+oom:
+    tl_tokenizer_free(&t);
+    snprintf(err, cap, "tokenizer %s: out of memory", label);
+    return ILAB_OUT_OF_MEMORY;
+}
+
 ilab_status tl_tokenizer_load(const void *bytes, size_t size, const char *label,
                               int expected_vocab, const char *model_label,
                               tl_tokenizer *out, char *err, size_t cap)
 {
     const unsigned char *p = bytes, *end = p + size;
-    tl_tokenizer t;
-    memset(&t, 0, sizeof t);
     if (size < 4) {
         snprintf(err, cap, "tokenizer %s: file is %zu bytes, too short for the max_token_length field",
                  label, size);
@@ -121,42 +187,24 @@ ilab_status tl_tokenizer_load(const void *bytes, size_t size, const char *label,
                  label, count);
         return ILAB_INVALID_ARGUMENT;
     }
-    t.vocab_size = count;
-    t.max_token_length = max_len;
-    t.pieces = calloc((size_t)count, sizeof *t.pieces);
-    t.piece_len = calloc((size_t)count, sizeof *t.piece_len);
-    t.scores = calloc((size_t)count, sizeof *t.scores);
-    t.sorted = calloc((size_t)count, sizeof *t.sorted);
-    if (!t.pieces || !t.piece_len || !t.scores || !t.sorted)
-        goto oom;
-    for (int i = 0; i < 256; i++)
-        t.byte_id[i] = -1;
+    ilab_status st = tl_tokenizer_from_vocab(count, NULL, NULL, NULL, 1, 2, 0, label, out, err, cap);
+    if (st != ILAB_OK)
+        return st;
+    out->max_token_length = max_len;
     for (int i = 0; i < count; i++) {
         int32_t len;
-        memcpy(&t.scores[i], p, 4);
+        memcpy(&out->scores[i], p, 4);
         memcpy(&len, p + 4, 4);
-        t.pieces[i] = malloc((size_t)len + 1);
-        if (!t.pieces[i])
-            goto oom;
-        memcpy(t.pieces[i], p + 8, (size_t)len);
-        t.pieces[i][len] = '\0';
-        t.piece_len[i] = len;
+        st = set_piece(out, i, (const char *)p + 8, len);
+        if (st != ILAB_OK) {
+            tl_tokenizer_free(out);
+            snprintf(err, cap, "tokenizer %s: out of memory", label);
+            return st;
+        }
         p += 8 + len;
-        t.sorted[i] = (tl_piece_index){t.pieces[i], len, i};
-        int b = parse_byte_piece(t.pieces[i], len);
-        if (b >= 0 && t.byte_id[b] < 0)
-            t.byte_id[b] = i;
     }
-    qsort(t.sorted, (size_t)count, sizeof *t.sorted, cmp_piece);
-    t.unk_id = 0;
-    t.bos_id = 1;
-    t.eos_id = 2;
-    *out = t;
+    finish(out);
     return ILAB_OK;
-oom:
-    tl_tokenizer_free(&t);
-    snprintf(err, cap, "tokenizer %s: out of memory", label);
-    return ILAB_OUT_OF_MEMORY;
 }
 
 ilab_status tl_tokenizer_load_file(const char *path, int expected_vocab,

@@ -36,6 +36,19 @@ ilab_status tl_tokenizer_load(const void *bytes, size_t size, const char *label,
 ilab_status tl_tokenizer_load_file(const char *path, int expected_vocab,
                                    const char *model_label, tl_tokenizer *out,
                                    char *err, size_t err_cap);
+/* A tokenizer from pieces already in memory (a GGUF file's vocabulary):
+ * pieces[i] has lens[i] bytes with "▁" already turned into a space; all are
+ * copied. The three ids must be in range. */
+ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int *lens,
+                                    const float *scores, int bos_id, int eos_id, int unk_id,
+                                    const char *label, tl_tokenizer *out, char *err,
+                                    size_t err_cap);
+/* The vocabulary of a GGUF file (checkpoint_gguf.c): tokenizer.ggml.model
+ * "llama", .tokens, .scores and the BOS/EOS/unknown ids; the token count
+ * must be `expected_vocab`. Errors name `label` and the key. */
+struct tl_gguf;
+ilab_status tl_tokenizer_from_gguf(const struct tl_gguf *g, const char *label, int expected_vocab,
+                                   tl_tokenizer *out, char *err, size_t err_cap);
 void tl_tokenizer_free(tl_tokenizer *t);
 
 /* Encode: dummy-prefix space (when text is non-empty), code points looked up

@@ -37,7 +37,7 @@ function(inferlab_add_plugin name)
     LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}
     LINK_DEPENDS "${map}")
   target_link_options(${name} PRIVATE "-Wl,--version-script=${map}")
-  if(NOT ILAB_SANITIZE)
+  if(NOT ILAB_SANITIZE AND NOT ILAB_FUZZ)
     # Unresolved symbols fail the link, not a later dlopen.
     target_link_options(${name} PRIVATE "-Wl,-z,defs")
   endif()

@@ -192,8 +192,11 @@ static size_t tb_last_error(const ilab_backend_t *b, char *buf, size_t cap)
 
 static ilab_status tb_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
-    if (!b || !info || info->struct_size < offsetof(ilab_model_info_t, vocab_size))
-        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: NULL info or struct_size too small");
+    if (!b || !info)
+        return fail(b, ILAB_INVALID_ARGUMENT, "model_info: NULL info");
+    if (info->struct_size < sizeof(ilab_model_info_t)) /* no ABI had a smaller one (ABI-3) */
+        return fail(b, ILAB_ABI_MISMATCH, "model_info: struct_size %u is smaller than ABI 1.0's %zu",
+                    info->struct_size, sizeof(ilab_model_info_t));
     ilab_model_info_t full = {.struct_size = info->struct_size, .vocab_size = VOCAB,
                               .bos_id = BOS, .eos_id = EOS, .max_context = MAX_CONTEXT};
     snprintf(full.name, sizeof full.name, "hashed-bigram-seed-%llu", (unsigned long long)b->seed);
@@ -210,6 +213,8 @@ static ilab_status tb_tokenize(ilab_backend_t *b, const char *text, size_t len, 
 {
     if (!b || (!text && len) || !n_tokens || (!tokens && cap))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: NULL argument");
+    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flag bits 0x%x", (unsigned)flags);
     size_t need = len + !!(flags & ILAB_TOKENIZE_ADD_BOS) + !!(flags & ILAB_TOKENIZE_ADD_EOS);
     if (cap < need) {
         *n_tokens = need;
@@ -317,11 +322,11 @@ static ilab_status tb_seq_free(ilab_backend_t *b, ilab_seq_t seq)
 
 static ilab_status tb_seq_fork(ilab_backend_t *b, ilab_seq_t parent, ilab_seq_t *child)
 {
-    sequence *p = lookup(b, parent), *c;
+    sequence *p = lookup(b, parent), *c = NULL;
     if (!p || !child)
         return fail(b, ILAB_INVALID_ARGUMENT, "seq_fork: stale or unknown parent %#llx",
                     (unsigned long long)parent);
-    ilab_seq_t handle;
+    ilab_seq_t handle = ILAB_SEQ_NONE; /* set by new_sequence() when it returns OK */
     ilab_status st = new_sequence(b, &handle, &c);
     if (st != ILAB_OK)
         return st;
@@ -356,8 +361,16 @@ static ilab_status tb_seq_length(ilab_backend_t *b, ilab_seq_t seq, int32_t *len
 
 static ilab_status check_item(ilab_backend_t *b, const ilab_batch_item_t *it, size_t i)
 {
-    if (!it || it->struct_size < sizeof *it)
-        return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu is NULL or too small", i);
+    if (!it)
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu is NULL", i);
+    /* No ABI had a smaller item; a larger one from a newer host must not set
+     * members this plugin would ignore (ABI-3). */
+    if (it->struct_size < sizeof *it || !ilab_struct_tail_is_zero(it, sizeof *it))
+        return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu has struct_size %u (this plugin's is %zu) "
+                    "or sets members it does not know", i, it->struct_size, sizeof *it);
+    if (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)
+        return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has unknown flag bits 0x%x", i,
+                    it->flags);
     sequence *s = lookup(b, it->seq);
     if (!s)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu names a stale or unknown sequence", i);
@@ -426,6 +439,12 @@ static ilab_status tb_cancel(ilab_backend_t *b, uint64_t request_id)
     return fail(b, ILAB_UNSUPPORTED, "cancel: capability 'cancel' not declared");
 }
 
+static ilab_status tb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
+{
+    (void)stats;
+    return fail(b, ILAB_UNSUPPORTED, "cache_stats: capability 'cache.stats' not declared");
+}
+
 /* --- the exported table ------------------------------------------------------- */
 
 static const ilab_backend_api_t api = {
@@ -446,12 +465,15 @@ static const ilab_backend_api_t api = {
     .eval = tb_eval,
     .generate = tb_generate,
     .cancel = tb_cancel,
+    .cache_stats = tb_cache_stats,
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = ILAB_ABI_MINOR,
+    /* The oldest host minor this plugin needs: it uses nothing added after
+     * ABI 1.0 (declaring cache.stats would need 1.1, and `abi: 1.1` above). */
+    .abi_minor = 0,
     .name = PLUGIN_NAME,
     .version = PLUGIN_VERSION,
     .manifest_yaml = manifest,

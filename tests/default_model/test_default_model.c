@@ -9,8 +9,8 @@
  *    encoder produced; torchlike's tokenize() must give exactly those ids.
  *  - logits_expected.bin: PyTorch's forward pass of model.bin at every
  *    position of a fixed token sequence; torchlike's logits must match within
- *    the CONTRACT tolerance (|a-b| <= 1e-4 + 1e-4*|b|) with the same argmax,
- *    both for one prefill call and for token-by-token decoding. */
+ *    the contract's tolerance (TOL in docs/contract.md: |a-b| <= 1e-4 +
+ *    1e-4*|b|) with the same argmax, both for one prefill call and for token-by-token decoding. */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "inferlab/inferlab.h"
 
@@ -35,7 +36,7 @@ typedef struct loaded_backend {
     void *dl;
     const ilab_backend_api_t *api;
     ilab_backend_t *backend;
-} loaded_backend_t;
+} loaded_backend;
 
 static void host_log(const ilab_host_t *host, ilab_log_level level,
                      const char *plugin, const char *message)
@@ -61,7 +62,7 @@ static const ilab_host_t g_host = {
 };
 
 /* Fails the current test with the backend's last error text. */
-static void assert_ok(const loaded_backend_t *lb, ilab_status st, const char *what)
+static void assert_ok(const loaded_backend *lb, ilab_status st, const char *what)
 {
     if (st != ILAB_OK) {
         char msg[512] = "";
@@ -72,7 +73,7 @@ static void assert_ok(const loaded_backend_t *lb, ilab_status st, const char *wh
 
 static int setup(void **state)
 {
-    loaded_backend_t *lb = calloc(1, sizeof *lb);
+    loaded_backend *lb = calloc(1, sizeof *lb);
     if (!lb)
         return -1;
     lb->dl = dlopen(g_plugin_path, RTLD_NOW | RTLD_LOCAL);
@@ -108,7 +109,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    loaded_backend_t *lb = *state;
+    loaded_backend *lb = *state;
     lb->api->destroy(lb->backend);
     dlclose(lb->dl);
     free(lb);
@@ -145,7 +146,7 @@ static size_t parse_ids(const char *line, int32_t *ids, size_t cap)
 
 static void test_tokenize_matches_training_encoder(void **state)
 {
-    loaded_backend_t *lb = *state;
+    loaded_backend *lb = *state;
     FILE *f = open_fixture("encode_expected.txt");
     char *line = NULL, *text = NULL;
     size_t line_cap = 0;
@@ -206,42 +207,69 @@ static void test_tokenize_matches_training_encoder(void **state)
 }
 
 typedef struct logits_fixture {
+    const char *name;
     int32_t n_tokens;
     int32_t vocab;
+    int32_t n_rows;
     int32_t *tokens;
-    float *logits; /* n_tokens * vocab */
-} logits_fixture_t;
+    int32_t *positions; /* n_rows, increasing: row r is the logits after tokens[0..positions[r]] */
+    float *logits;      /* n_rows * vocab */
+} logits_fixture;
 
-static void read_exact(FILE *f, void *buf, size_t n, const char *what)
+static void read_exact(FILE *f, void *buf, size_t n, const char *name, const char *what)
 {
     if (fread(buf, 1, n, f) != n)
-        fail_msg("logits_expected.bin: truncated reading %s", what);
+        fail_msg("%s: truncated reading %s", name, what);
 }
 
-static logits_fixture_t load_logits_fixture(void)
+/* Version 1: every position has a row. Version 2: n_rows and the positions
+ * of the rows follow the header. */
+static logits_fixture load_logits_fixture(const char *name)
 {
-    logits_fixture_t fx;
-    FILE *f = open_fixture("logits_expected.bin");
+    logits_fixture fx = {.name = name};
+    FILE *f = open_fixture(name);
     char magic[4];
     int32_t version;
-    read_exact(f, magic, 4, "magic");
+    read_exact(f, magic, 4, name, "magic");
     if (memcmp(magic, "ILGT", 4) != 0)
-        fail_msg("logits_expected.bin: bad magic");
-    read_exact(f, &version, 4, "version");
-    assert_int_equal(version, 1);
-    read_exact(f, &fx.n_tokens, 4, "n_tokens");
-    read_exact(f, &fx.vocab, 4, "vocab_size");
+        fail_msg("%s: bad magic", name);
+    read_exact(f, &version, 4, name, "version");
+    if (version != 1 && version != 2)
+        fail_msg("%s: version %d, expected 1 or 2", name, version);
+    read_exact(f, &fx.n_tokens, 4, name, "n_tokens");
+    read_exact(f, &fx.vocab, 4, name, "vocab_size");
+    fx.n_rows = fx.n_tokens;
+    if (version == 2)
+        read_exact(f, &fx.n_rows, 4, name, "n_rows");
     assert_true(fx.n_tokens > 0 && fx.n_tokens <= 4096);
     assert_true(fx.vocab > 0 && fx.vocab <= 1 << 20);
+    assert_true(fx.n_rows > 0 && fx.n_rows <= fx.n_tokens);
     fx.tokens = malloc((size_t)fx.n_tokens * sizeof *fx.tokens);
-    fx.logits = malloc((size_t)fx.n_tokens * (size_t)fx.vocab * sizeof *fx.logits);
+    fx.positions = malloc((size_t)fx.n_rows * sizeof *fx.positions);
+    fx.logits = malloc((size_t)fx.n_rows * (size_t)fx.vocab * sizeof *fx.logits);
     assert_non_null(fx.tokens);
+    assert_non_null(fx.positions);
     assert_non_null(fx.logits);
-    read_exact(f, fx.tokens, (size_t)fx.n_tokens * sizeof *fx.tokens, "tokens");
-    read_exact(f, fx.logits, (size_t)fx.n_tokens * (size_t)fx.vocab * sizeof *fx.logits,
+    read_exact(f, fx.tokens, (size_t)fx.n_tokens * sizeof *fx.tokens, name, "tokens");
+    if (version == 2)
+        read_exact(f, fx.positions, (size_t)fx.n_rows * sizeof *fx.positions, name, "positions");
+    else
+        for (int32_t p = 0; p < fx.n_rows; p++)
+            fx.positions[p] = p;
+    for (int32_t r = 0; r < fx.n_rows; r++)
+        assert_true(fx.positions[r] >= (r ? fx.positions[r - 1] + 1 : 0) &&
+                    fx.positions[r] < fx.n_tokens);
+    read_exact(f, fx.logits, (size_t)fx.n_rows * (size_t)fx.vocab * sizeof *fx.logits, name,
                "logits");
     fclose(f);
     return fx;
+}
+
+static void free_logits_fixture(logits_fixture *fx)
+{
+    free(fx->tokens);
+    free(fx->positions);
+    free(fx->logits);
 }
 
 static size_t argmax(const float *v, int32_t n)
@@ -253,7 +281,8 @@ static size_t argmax(const float *v, int32_t n)
     return best;
 }
 
-/* CONTRACT tolerance, position by position; returns the largest |a-b|. */
+/* The contract's tolerance (TOL, docs/contract.md), position by position;
+ * returns the largest |a-b|. */
 static double compare_row(const float *actual, const float *expected, int32_t vocab,
                           int32_t pos, const char *mode)
 {
@@ -262,18 +291,18 @@ static double compare_row(const float *actual, const float *expected, int32_t vo
         double a = actual[i], b = expected[i];
         double err = fabs(a - b);
         if (!(err <= 1e-4 + 1e-4 * fabs(b)))
-            fail_msg("%s: position %d, token %d: logit %.6f, PyTorch %.6f", mode,
+            fail_msg("%s: position %d, token %d: logit %.6f, reference %.6f", mode,
                      pos, i, a, b);
         if (err > max_err)
             max_err = err;
     }
     size_t am = argmax(actual, vocab), be = argmax(expected, vocab);
     if (am != be)
-        fail_msg("%s: position %d: argmax %zu, PyTorch %zu", mode, pos, am, be);
+        fail_msg("%s: position %d: argmax %zu, reference %zu", mode, pos, am, be);
     return max_err;
 }
 
-static void check_model_info(loaded_backend_t *lb, const logits_fixture_t *fx)
+static void check_model_info(loaded_backend *lb, const logits_fixture *fx)
 {
     ilab_model_info_t info;
     memset(&info, 0, sizeof info);
@@ -283,63 +312,74 @@ static void check_model_info(loaded_backend_t *lb, const logits_fixture_t *fx)
     assert_true(info.max_context >= fx->n_tokens);
 }
 
-static void test_prefill_logits_match_pytorch(void **state)
+/* Feeds the fixture's tokens to a fresh sequence in chunks of the given sizes
+ * (cycled; one chunk of everything when n_sizes is 0), every position's
+ * logits returned, and compares the rows the fixture has. */
+static void check_in_chunks(loaded_backend *lb, const char *fixture, const int *sizes,
+                            size_t n_sizes, const char *mode)
 {
-    loaded_backend_t *lb = *state;
-    logits_fixture_t fx = load_logits_fixture();
+    logits_fixture fx = load_logits_fixture(fixture);
     check_model_info(lb, &fx);
-    float *logits = malloc((size_t)fx.n_tokens * (size_t)fx.vocab * sizeof *logits);
+    const size_t V = (size_t)fx.vocab;
+    float *logits = malloc((size_t)fx.n_tokens * V * sizeof *logits);
     assert_non_null(logits);
     ilab_seq_t seq = ILAB_SEQ_NONE;
     assert_ok(lb, lb->api->seq_create(lb->backend, &seq), "seq_create");
-    ilab_batch_item_t item = {
-        .struct_size = sizeof item, .seq = seq, .tokens = fx.tokens,
-        .n_tokens = fx.n_tokens, .flags = ILAB_EVAL_ALL_LOGITS, .logits = logits,
-    };
-    const ilab_batch_item_t *items[] = {&item};
-    assert_ok(lb, lb->api->eval(lb->backend, items, 1), "eval (prefill)");
+    int32_t at = 0;
+    for (size_t c = 0; at < fx.n_tokens; c++) {
+        int32_t k = n_sizes ? sizes[c % n_sizes] : fx.n_tokens;
+        if (k > fx.n_tokens - at)
+            k = fx.n_tokens - at;
+        ilab_batch_item_t item = {
+            .struct_size = sizeof item, .seq = seq, .tokens = fx.tokens + at,
+            .n_tokens = k, .flags = ILAB_EVAL_ALL_LOGITS, .logits = logits + (size_t)at * V,
+        };
+        const ilab_batch_item_t *items[] = {&item};
+        assert_ok(lb, lb->api->eval(lb->backend, items, 1), mode);
+        at += k;
+    }
     double max_err = 0.0;
-    for (int32_t p = 0; p < fx.n_tokens; p++) {
-        double e = compare_row(logits + (size_t)p * (size_t)fx.vocab,
-                               fx.logits + (size_t)p * (size_t)fx.vocab, fx.vocab, p,
-                               "prefill");
+    for (int32_t r = 0; r < fx.n_rows; r++) {
+        int32_t p = fx.positions[r];
+        double e = compare_row(logits + (size_t)p * V, fx.logits + (size_t)r * V, fx.vocab, p,
+                               mode);
         if (e > max_err)
             max_err = e;
     }
-    printf("prefill: %d positions match PyTorch, max |diff| %.2e\n", fx.n_tokens,
-           max_err);
+    printf("%s (%s): %d of %d positions match the reference, max |diff| %.2e\n", mode,
+           fixture, fx.n_rows, fx.n_tokens, max_err);
     assert_ok(lb, lb->api->seq_free(lb->backend, seq), "seq_free");
     free(logits);
-    free(fx.tokens);
-    free(fx.logits);
+    free_logits_fixture(&fx);
+}
+
+static const int one_at_a_time[] = {1};
+static const int uneven[] = {1, 16, 5, 17, 3, 31, 64, 2};
+
+static void test_prefill_logits_match_pytorch(void **state)
+{
+    check_in_chunks(*state, "logits_expected.bin", NULL, 0, "prefill");
 }
 
 static void test_decode_logits_match_pytorch(void **state)
 {
-    loaded_backend_t *lb = *state;
-    logits_fixture_t fx = load_logits_fixture();
-    float *logits = malloc((size_t)fx.vocab * sizeof *logits);
-    assert_non_null(logits);
-    ilab_seq_t seq = ILAB_SEQ_NONE;
-    assert_ok(lb, lb->api->seq_create(lb->backend, &seq), "seq_create");
-    double max_err = 0.0;
-    for (int32_t p = 0; p < fx.n_tokens; p++) {
-        ilab_batch_item_t item = {
-            .struct_size = sizeof item, .seq = seq, .tokens = fx.tokens + p,
-            .n_tokens = 1, .flags = 0, .logits = logits,
-        };
-        const ilab_batch_item_t *items[] = {&item};
-        assert_ok(lb, lb->api->eval(lb->backend, items, 1), "eval (decode)");
-        double e = compare_row(logits, fx.logits + (size_t)p * (size_t)fx.vocab,
-                               fx.vocab, p, "decode");
-        if (e > max_err)
-            max_err = e;
-    }
-    printf("decode: %d steps match PyTorch, max |diff| %.2e\n", fx.n_tokens, max_err);
-    assert_ok(lb, lb->api->seq_free(lb->backend, seq), "seq_free");
-    free(logits);
-    free(fx.tokens);
-    free(fx.logits);
+    check_in_chunks(*state, "logits_expected.bin", one_at_a_time, 1, "decode");
+}
+
+static void test_whole_context_prefill(void **state)
+{
+    check_in_chunks(*state, "logits_long_expected.bin", NULL, 0, "prefill");
+}
+
+static void test_whole_context_decode(void **state)
+{
+    check_in_chunks(*state, "logits_long_expected.bin", one_at_a_time, 1, "decode");
+}
+
+static void test_whole_context_uneven_chunks(void **state)
+{
+    check_in_chunks(*state, "logits_long_expected.bin", uneven,
+                    sizeof uneven / sizeof *uneven, "chunked");
 }
 
 int main(int argc, char **argv)
@@ -361,6 +401,9 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_decode_logits_match_pytorch, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_whole_context_prefill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_whole_context_decode, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_whole_context_uneven_chunks, setup, teardown),
     };
-    return cmocka_run_group_tests_name("default_model", tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests_name("default_model", tests, NULL, NULL));
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "ilab_skip.h"
+#include "ilab_heap.h"
 
 #include "loader/plugin_loader.h"
 
@@ -122,7 +124,7 @@ static void capability_errors(void **state)
         int line;
     } cases[] = {
         {"logits: full", "logits: most", "key 'capabilities.logits' must be one of none | topk | full", 7},
-        {"tokenizer: true", "tokenizer: 1", "key 'capabilities.tokenizer' must be a bool", 6},
+        {"tokenizer: true", "tokenizer: 1", "key 'capabilities.tokenizer' must be true, false or text, got '1'", 6},
         {"topk_max: 5", "topk_max: -1", "key 'capabilities.topk_max' must be an int >= 0", 8},
         {"max_batch: 8", "max_batch: 0", "'capabilities.batching.max_batch' must be an int >= 1", 14},
         {"max_batch: 8", "max_batches: 8", "unknown key 'capabilities.batching.max_batches'", 14},
@@ -139,6 +141,80 @@ static void capability_errors(void **state)
                  at + strlen(cases[i].from));
         parse_fails(yaml, cases[i].needle, cases[i].line);
     }
+}
+
+/* cache.stats (ABI 1.1) is optional: absent it is false; declared it needs
+ * abi 1.1 and logits: full; unknown cache keys still fail closed. */
+static void cache_stats_capability(void **state)
+{
+    ilab_manifest *m = parse_ok(good);
+    assert_false(m->cache_stats);
+    ilab_manifest_free(m);
+
+    char yaml[2048];
+    const char *at = strstr(good, "    truncate: false\n");
+    const char *abi = strstr(good, "abi: 1.0");
+    assert_non_null(at);
+    assert_non_null(abi);
+    /* abi 1.1 + stats: true parses */
+    snprintf(yaml, sizeof yaml, "%.*sabi: 1.1%.*s    truncate: false\n    stats: true\n%s",
+             (int)(abi - good), good, (int)(at - abi - 8), abi + 8,
+             at + strlen("    truncate: false\n"));
+    m = parse_ok(yaml);
+    assert_true(m->cache_stats);
+    assert_int_equal(m->abi_minor, 1);
+    ilab_manifest_free(m);
+    /* abi 1.0 + stats: true is refused */
+    snprintf(yaml, sizeof yaml, "%.*s    truncate: false\n    stats: true\n%s", (int)(at - good),
+             good, at + strlen("    truncate: false\n"));
+    parse_fails(yaml, "'cache.stats' is an ABI 1.1 capability (cache_stats()), but 'abi' is 1.0", 0);
+    /* stats must be a bool; an unknown cache key is an error */
+    snprintf(yaml, sizeof yaml, "%.*s    truncate: false\n    stats: yes please\n%s",
+             (int)(at - good), good, at + strlen("    truncate: false\n"));
+    parse_fails(yaml, "key 'capabilities.cache.stats' must be a bool", 13);
+    snprintf(yaml, sizeof yaml, "%.*s    truncate: false\n    statistics: true\n%s",
+             (int)(at - good), good, at + strlen("    truncate: false\n"));
+    parse_fails(yaml, "unknown key 'capabilities.cache.statistics'", 13);
+}
+
+/* Replace the first `from` in `src` by `to`, into yaml. */
+static void replaced(char *yaml, size_t cap, const char *src, const char *from, const char *to)
+{
+    const char *at = strstr(src, from);
+    assert_non_null(at);
+    snprintf(yaml, cap, "%.*s%s%s", (int)(at - src), src, to, at + strlen(from));
+}
+
+/* tokenizer: text (TOK-10): a tokenizer, whose pieces are text; the host
+ * cannot sample for it, so it needs sampling: backend. */
+static void tokenizer_text_capability(void **state)
+{
+    ilab_manifest *m = parse_ok(good);
+    assert_true(m->tokenizer);
+    assert_false(m->tokenizer_text);
+    ilab_manifest_free(m);
+
+    char yaml[2048], backend[2048];
+    replaced(backend, sizeof backend, good, "sampling: host", "sampling: backend");
+    replaced(yaml, sizeof yaml, backend, "tokenizer: true", "tokenizer: text");
+    m = parse_ok(yaml);
+    assert_true(m->tokenizer);
+    assert_true(m->tokenizer_text);
+    ilab_manifest_free(m);
+    replaced(yaml, sizeof yaml, backend, "tokenizer: true", "tokenizer: false");
+    m = parse_ok(yaml);
+    assert_false(m->tokenizer);
+    assert_false(m->tokenizer_text);
+    ilab_manifest_free(m);
+
+    replaced(yaml, sizeof yaml, good, "tokenizer: true", "tokenizer: text");
+    parse_fails(yaml, "'tokenizer: text' requires 'sampling: backend'", 0);
+    replaced(yaml, sizeof yaml, backend, "tokenizer: true", "tokenizer: bytes");
+    parse_fails(yaml, "key 'capabilities.tokenizer' must be true, false or text, got 'bytes'", 6);
+    replaced(yaml, sizeof yaml, backend, "tokenizer: true", "tokenizer: Text");
+    parse_fails(yaml, "must be true, false or text, got 'Text'", 6);
+    replaced(yaml, sizeof yaml, backend, "tokenizer: true", "tokenizer: [text]");
+    parse_fails(yaml, "key 'capabilities.tokenizer' must be a scalar", 6);
 }
 
 static void config_schema_errors(void **state)
@@ -199,15 +275,73 @@ static void value_types(void **state)
     assert_true(ilab_config_value_valid(ILAB_CONFIG_STRING, "", why, sizeof why));
 }
 
+/* `good` with each {from, to} pair replaced once, into `out`. */
+static void edited(char *out, size_t cap, const char *const *pairs, size_t n_pairs)
+{
+    snprintf(out, cap, "%s", good);
+    for (size_t i = 0; i + 1 < n_pairs; i += 2) {
+        char *at = strstr(out, pairs[i]);
+        assert_non_null(at);
+        char tail[2048];
+        snprintf(tail, sizeof tail, "%s", at + strlen(pairs[i]));
+        snprintf(at, cap - (size_t)(at - out), "%s%s", pairs[i + 1], tail);
+    }
+}
+
+/* Rules at their edges (scripts/mutations.tsv mf02 mf05 mf07 mf08). */
+static void rules_at_their_edges(void **state)
+{
+    char yaml[2048];
+    const char *topk0[] = {"logits: full", "logits: topk", "topk_max: 5", "topk_max: 0",
+                           "sampling: host", "sampling: backend"};
+    edited(yaml, sizeof yaml, topk0, 6);
+    parse_fails(yaml, "'logits: topk' requires 'topk_max' >= 1", 0);
+    const char *topk1[] = {"logits: full", "logits: topk", "topk_max: 5", "topk_max: 1",
+                           "sampling: host", "sampling: backend"};
+    edited(yaml, sizeof yaml, topk1, 6);
+    ilab_manifest_free(parse_ok(yaml));
+
+    const char *abi[] = {"abi: 1.0", "abi: 1.0x"};
+    edited(yaml, sizeof yaml, abi, 2);
+    parse_fails(yaml, "key 'abi' must be \"MAJOR.MINOR\"", 3);
+
+    const char *key[] = {"  threads:", "  Threads:"};
+    edited(yaml, sizeof yaml, key, 2);
+    parse_fails(yaml, "config key 'Threads' must match [a-z0-9_]+", 0);
+
+    /* Every required key is checked, the last of each list too. */
+    const char *no_caps_last[] = {"  thread_safety: sequence\n", ""};
+    edited(yaml, sizeof yaml, no_caps_last, 2);
+    parse_fails(yaml, "missing required key 'capabilities.thread_safety'", 0);
+}
+
+/* Parse and free give every byte back (mf09: a dropped free). */
+static void parse_cycle(void *ctx)
+{
+    (void)ctx;
+    ilab_manifest_free(parse_ok(good));
+}
+
+static void parse_and_free_leave_no_heap_behind(void **state)
+{
+    double per_cycle = ilab_heap_growth(parse_cycle, NULL, 20, 200);
+    print_message("live heap growth per parse: %.1f bytes\n", per_cycle);
+    assert_true(per_cycle < 8.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_manifest_parses),
         cmocka_unit_test(schema_errors_name_key_and_line),
         cmocka_unit_test(capability_errors),
+        cmocka_unit_test(cache_stats_capability),
+        cmocka_unit_test(tokenizer_text_capability),
         cmocka_unit_test(config_schema_errors),
         cmocka_unit_test(config_validation_and_defaults),
         cmocka_unit_test(value_types),
+        cmocka_unit_test(rules_at_their_edges),
+        cmocka_unit_test(parse_and_free_leave_no_heap_behind),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -19,11 +19,19 @@
 #if defined(VARIANT_NEWER_MINOR)
 #define ENTRY_MINOR 7
 #define MANIFEST_ABI "1.7"
+#elif defined(VARIANT_STATS_GOOD) || defined(VARIANT_STATS_SHORT)
+#define ENTRY_MINOR 1 /* cache.stats is ABI 1.1's */
+#define MANIFEST_ABI "1.1"
 #else
-#define ENTRY_MINOR ILAB_ABI_MINOR
+#define ENTRY_MINOR 0 /* needs nothing past ABI 1.0 */
 #endif
 #ifndef MANIFEST_ABI
 #define MANIFEST_ABI "1.0"
+#endif
+#if defined(VARIANT_STATS_GOOD) || defined(VARIANT_STATS_SHORT) || defined(VARIANT_STATS_OLD_ABI)
+#define STATS "true"
+#else
+#define STATS "false"
 #endif
 
 #if defined(VARIANT_CAP_NULL)
@@ -47,7 +55,7 @@ static const char manifest[] =
     "  logits: full\n"
     "  topk_max: 0\n"
     "  sampling: host\n"
-    "  cache: {fork: " FORK ", truncate: false}\n"
+    "  cache: {fork: " FORK ", truncate: false, stats: " STATS "}\n"
     "  batching: {max_batch: 1}\n"
     "  streaming: false\n"
     "  cancel: false\n"
@@ -150,11 +158,22 @@ __attribute__((unused)) static ilab_status t_generate(ilab_backend_t *b, const i
     return ILAB_UNSUPPORTED;
 }
 __attribute__((unused)) static ilab_status t_cancel(ilab_backend_t *b, uint64_t id) { return ILAB_UNSUPPORTED; }
+/* Answers OK with fixed numbers, so a test can tell it from the shim. */
+__attribute__((unused)) static ilab_status t_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s)
+{
+    s->block_size = 4;
+    s->total_positions = 64;
+    s->free_positions = 60;
+    return ILAB_OK;
+}
 
 static const ilab_backend_api_t api = {
 #if defined(VARIANT_SHORT_TABLE)
     /* Built against an "older minor" that ended before generate/cancel. */
     .struct_size = offsetof(ilab_backend_api_t, generate),
+#elif defined(VARIANT_ABI_1_0_TABLE) || defined(VARIANT_STATS_SHORT)
+    /* Built against the ABI 1.0 header: the table ends before cache_stats. */
+    .struct_size = offsetof(ilab_backend_api_t, cache_stats),
 #else
     .struct_size = sizeof(ilab_backend_api_t),
 #endif
@@ -182,6 +201,11 @@ static const ilab_backend_api_t api = {
 #else
     .generate = t_generate,
     .cancel = t_cancel,
+#endif
+#if defined(VARIANT_SHORT_TABLE) || defined(VARIANT_ABI_1_0_TABLE) || defined(VARIANT_STATS_SHORT)
+    .cache_stats = NULL, /* past struct_size: must never be read */
+#else
+    .cache_stats = t_cache_stats,
 #endif
 };
 

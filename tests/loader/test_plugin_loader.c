@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "loader/plugin_loader.h"
 
@@ -66,13 +67,13 @@ static void good_plugin_loads(void **state)
 
 static void wrong_major_names_both_versions(void **state)
 {
-    expect_refusal(PLUGIN("abi_major"), ILAB_ABI_MISMATCH, "plugin ABI 2.0", "host ABI 1.0",
+    expect_refusal(PLUGIN("abi_major"), ILAB_ABI_MISMATCH, "plugin ABI 2.0", "host ABI 1.1",
                    "major", NULL);
 }
 
 static void newer_minor_is_refused(void **state)
 {
-    expect_refusal(PLUGIN("newer_minor"), ILAB_ABI_MISMATCH, "1.7", "host provides ABI 1.0", NULL);
+    expect_refusal(PLUGIN("newer_minor"), ILAB_ABI_MISMATCH, "1.7", "host provides ABI 1.1", NULL);
 }
 
 static void missing_bootstrap_symbol(void **state)
@@ -139,6 +140,117 @@ static void short_table_gets_shims(void **state)
     ilab_plugin_unload(p);
 }
 
+/* A plugin built against ABI 1.0 (table without cache_stats) still loads in
+ * this 1.1 host: cache_stats is a shim answering ILAB_UNSUPPORTED, and the
+ * plugin's own members are its own. */
+static void abi_1_0_table_gets_a_cache_stats_shim(void **state)
+{
+    ilab_plugin *p = NULL;
+    assert_int_equal(ilab_plugin_load(PLUGIN("abi_1_0_table"), err, sizeof err, &p), ILAB_OK);
+    const ilab_backend_api_t *api = ilab_plugin_api(p);
+    assert_false(ilab_plugin_manifest(p)->cache_stats);
+    ilab_seq_t s = 0;
+    assert_int_equal(api->seq_create(NULL, &s), ILAB_OK);
+    ilab_cache_stats_t cs = {.struct_size = sizeof cs};
+    assert_int_equal(api->cache_stats(NULL, &cs), ILAB_UNSUPPORTED);
+    assert_int_equal(cs.total_positions, 0);
+    ilab_plugin_unload(p);
+}
+
+/* cache.stats declared with a table that reaches cache_stats: the plugin's
+ * member is called. */
+static void cache_stats_declared_is_the_plugins_own(void **state)
+{
+    ilab_plugin *p = NULL;
+    assert_int_equal(ilab_plugin_load(PLUGIN("stats_good"), err, sizeof err, &p), ILAB_OK);
+    assert_true(ilab_plugin_manifest(p)->cache_stats);
+    ilab_cache_stats_t cs = {.struct_size = sizeof cs};
+    assert_int_equal(ilab_plugin_api(p)->cache_stats(NULL, &cs), ILAB_OK);
+    assert_int_equal(cs.total_positions, 64);
+    assert_int_equal(cs.free_positions, 60);
+    assert_int_equal(cs.block_size, 4);
+    ilab_plugin_unload(p);
+}
+
+/* cache.stats declared, but the table ends before cache_stats (built against
+ * the 1.0 header): refused, naming the capability and the member. */
+static void cache_stats_declared_on_a_1_0_table_is_refused(void **state)
+{
+    expect_refusal(PLUGIN("stats_short"), ILAB_INVALID_ARGUMENT, "cache.stats: true",
+                   "ends before cache_stats", NULL);
+}
+
+/* cache.stats needs a 1.1 host: a manifest saying abi 1.0 is refused. */
+static void cache_stats_with_abi_1_0_is_refused(void **state)
+{
+    expect_refusal(PLUGIN("stats_old_abi"), ILAB_INVALID_ARGUMENT, "'cache.stats' is an ABI 1.1",
+                   "'abi' is 1.0", NULL);
+}
+
+/* The entry checks on in-memory variants of the good plugin's entry, one
+ * field off by one each (scripts/mutations.tsv ld01 ld03 ld05 ld07): what a
+ * plugin cannot easily be built to show. */
+static ilab_status check_variant(const ilab_plugin_entry_t *e, const char *needle)
+{
+    ilab_manifest *m = NULL;
+    err[0] = '\0';
+    ilab_status st = ilab_plugin_check_entry("variant.so", e, err, sizeof err, &m);
+    print_message("variant -> %s: %s\n", ilab_status_name(st), err);
+    if (st == ILAB_OK)
+        ilab_manifest_free(m);
+    else
+        assert_null(m);
+    if (needle && !strstr(err, needle))
+        fail_msg("message lacks '%s': %s", needle, err);
+    return st;
+}
+
+/* `yaml` with its "abi: 1.0" line made "abi: 1.<minor>". */
+static void manifest_with_minor(const char *yaml, unsigned minor, char *out, size_t cap)
+{
+    const char *at = strstr(yaml, "abi: 1.0\n");
+    assert_non_null(at);
+    snprintf(out, cap, "%.*sabi: 1.%u\n%s", (int)(at - yaml), yaml, minor, at + strlen("abi: 1.0\n"));
+}
+
+static void entry_fields_off_by_one_are_refused(void **state)
+{
+    ilab_plugin *p = NULL;
+    assert_int_equal(ilab_plugin_load(PLUGIN("good"), err, sizeof err, &p), ILAB_OK);
+    const ilab_plugin_entry_t *good = ilab_plugin_entry_of(p);
+    ilab_backend_api_t table = *good->backend;
+    ilab_plugin_entry_t e = *good;
+    e.backend = &table;
+    static char yaml[4096];
+    assert_int_equal(check_variant(&e, NULL), ILAB_OK); /* the copy itself is fine */
+
+    /* The next minor, in the entry and the manifest alike: a newer host's plugin. */
+    e.abi_minor = ILAB_ABI_MINOR + 1;
+    manifest_with_minor(good->manifest_yaml, ILAB_ABI_MINOR + 1, yaml, sizeof yaml);
+    e.manifest_yaml = yaml;
+    assert_int_equal(check_variant(&e, "needs a newer host"), ILAB_ABI_MISMATCH);
+
+    /* The manifest's minor differs from the entry's. */
+    e = *good;
+    e.backend = &table;
+    e.manifest_yaml = yaml;
+    assert_int_equal(check_variant(&e, "differs from the entry's ABI"), ILAB_ABI_MISMATCH);
+
+    /* An entry one field short of ABI 1.0's. */
+    e = *good;
+    e.backend = &table;
+    e.struct_size = sizeof e - sizeof(void *);
+    assert_int_equal(check_variant(&e, "smaller than the ABI 1.0 entry"), ILAB_ABI_MISMATCH);
+
+    /* The last member (cache_stats) NULL inside the table: refused like any other. */
+    e = *good;
+    e.backend = &table;
+    assert_true(table.struct_size >= sizeof table); /* the table reaches the last member */
+    table.cache_stats = NULL;
+    assert_int_equal(check_variant(&e, "backend member cache_stats is NULL"), ILAB_INVALID_ARGUMENT);
+    ilab_plugin_unload(p);
+}
+
 static void host_services_are_sane(void **state)
 {
     const ilab_host_t *h = ilab_host_services();
@@ -162,7 +274,12 @@ int main(void)
         cmocka_unit_test(declared_capability_without_entry_point),
         cmocka_unit_test(missing_file),
         cmocka_unit_test(short_table_gets_shims),
+        cmocka_unit_test(abi_1_0_table_gets_a_cache_stats_shim),
+        cmocka_unit_test(cache_stats_declared_is_the_plugins_own),
+        cmocka_unit_test(cache_stats_declared_on_a_1_0_table_is_refused),
+        cmocka_unit_test(cache_stats_with_abi_1_0_is_refused),
+        cmocka_unit_test(entry_fields_off_by_one_are_refused),
         cmocka_unit_test(host_services_are_sane),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -8,13 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define VOCAB 259
 #define BYTE0 3
 #define MAX_ACTIVE 64
 
+/* GENERATE_NO_CANCEL: the same backend declaring cancel: false (cancel()
+ * returns ILAB_UNSUPPORTED), so only the event callback's return stops it. */
+#ifdef GENERATE_NO_CANCEL
+#define PLUGIN_NAME "generate_nocancel_backend"
+#define CANCEL "false"
+#else
+#define PLUGIN_NAME "generate_backend"
+#define CANCEL "true"
+#endif
+
 static const char manifest[] =
-    "name: generate_backend\n"
+    "name: " PLUGIN_NAME "\n"
     "version: 0.1.0\n"
     "abi: 1.0\n"
     "description: Test backend that generates the alphabet through generate().\n"
@@ -26,16 +37,32 @@ static const char manifest[] =
     "  cache: {fork: false, truncate: false}\n"
     "  batching: {max_batch: 1}\n"
     "  streaming: true\n"
-    "  cancel: true\n"
+    "  cancel: " CANCEL "\n"
     "  max_context: 256\n"
-    "  thread_safety: full\n";
+    "  thread_safety: full\n"
+    "config:\n"
+    "  token_ms:\n"
+    "    type: int\n"
+    "    default: 0\n"
+    "    description: Milliseconds generate() sleeps before each token.\n"
+    "  stall_after:\n"
+    "    type: int\n"
+    "    default: 0\n"
+    "    description: After this many tokens generate() emits nothing until cancel() (0 = never).\n";
 
 struct ilab_backend {
     pthread_mutex_t mu;
     uint64_t active[MAX_ACTIVE]; /* running request ids; 0 = free slot */
     int cancelled[MAX_ACTIVE];
+    long token_ms, stall_after;
     char error[256];
 };
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
 
 static ilab_status set_error(ilab_backend_t *b, ilab_status st, const char *msg)
 {
@@ -59,6 +86,12 @@ static ilab_status cb_create(const ilab_host_t *h, const ilab_config_entry_t *c,
     if (!b)
         return ILAB_OUT_OF_MEMORY;
     pthread_mutex_init(&b->mu, NULL);
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(c[i].key, "token_ms"))
+            b->token_ms = strtol(c[i].value, NULL, 10);
+        else if (!strcmp(c[i].key, "stall_after"))
+            b->stall_after = strtol(c[i].value, NULL, 10);
+    }
     *out = b;
     return ILAB_OK;
 }
@@ -147,6 +180,7 @@ static ilab_status cb_seq_fork(ilab_backend_t *b, ilab_seq_t p, ilab_seq_t *c) {
 static ilab_status cb_seq_truncate(ilab_backend_t *b, ilab_seq_t s, int32_t n) { return unsupported(b, "seq_truncate"); }
 static ilab_status cb_seq_length(ilab_backend_t *b, ilab_seq_t s, int32_t *n) { return unsupported(b, "seq_length"); }
 static ilab_status cb_eval(ilab_backend_t *b, const ilab_batch_item_t *const *i, size_t n) { return unsupported(b, "eval"); }
+static ilab_status cb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s) { return unsupported(b, "cache_stats"); }
 
 static int slot_of(ilab_backend_t *b, uint64_t id)
 {
@@ -177,10 +211,20 @@ static ilab_status cb_generate(ilab_backend_t *b, const ilab_generate_request_t 
         pthread_mutex_lock(&b->mu);
         int cancelled = b->cancelled[slot];
         pthread_mutex_unlock(&b->mu);
+        /* A stalled stream (a remote engine that went quiet): nothing but
+         * cancel() ends it. */
+        while (!cancelled && b->stall_after > 0 && done == (uint32_t)b->stall_after) {
+            sleep_ms(1);
+            pthread_mutex_lock(&b->mu);
+            cancelled = b->cancelled[slot];
+            pthread_mutex_unlock(&b->mu);
+        }
         if (cancelled) {
             reason = ILAB_FINISH_CANCELLED;
             break;
         }
+        if (b->token_ms > 0)
+            sleep_ms(b->token_ms);
         char c = (char)('a' + i % 26);
         ev.type = ILAB_EVENT_TOKEN;
         ev.token = BYTE0 + c;
@@ -208,6 +252,9 @@ static ilab_status cb_generate(ilab_backend_t *b, const ilab_generate_request_t 
 
 static ilab_status cb_cancel(ilab_backend_t *b, uint64_t id)
 {
+#ifdef GENERATE_NO_CANCEL
+    return set_error(b, ILAB_UNSUPPORTED, "cancel: capability not declared");
+#endif
     pthread_mutex_lock(&b->mu);
     int slot = slot_of(b, id);
     if (slot >= 0)
@@ -222,14 +269,14 @@ static const ilab_backend_api_t api = {
     .model_info = cb_model_info, .tokenize = cb_tokenize, .detokenize = cb_detokenize,
     .token_piece = cb_token_piece, .seq_create = cb_seq_create, .seq_free = cb_seq_free,
     .seq_fork = cb_seq_fork, .seq_truncate = cb_seq_truncate, .seq_length = cb_seq_length,
-    .eval = cb_eval, .generate = cb_generate, .cancel = cb_cancel,
+    .eval = cb_eval, .generate = cb_generate, .cancel = cb_cancel, .cache_stats = cb_cache_stats,
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = ILAB_ABI_MINOR,
-    .name = "generate_backend",
+    .abi_minor = 0, /* needs nothing past ABI 1.0 */
+    .name = PLUGIN_NAME,
     .version = "0.1.0",
     .manifest_yaml = manifest,
     .backend = &api,

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
+#include "ilab_skip.h"
+#include "ilab_heap.h"
 
 #include "runtime/rng.h"
 #include "runtime/sampler.h"
@@ -16,7 +18,7 @@ static const float base_logits[V] = {2.0f, 1.5f, 1.2f, 0.7f, 0.3f, -0.2f, -1.0f,
 
 static ilab_sampling_t params(float t, int k, float p, float minp, float rep, uint64_t seed)
 {
-    ilab_sampling_t s = {sizeof s, t, k, p, minp, rep, seed};
+    ilab_sampling_t s = {sizeof s, t, k, p, minp, rep, seed, 0.0f, 0.0f};
     return s;
 }
 
@@ -185,7 +187,7 @@ static void smp5_processor_order_is_hf(void **state)
     (void)state;
     /* Repetition penalty before top-k: token 0 (seen) drops below token 1. */
     ilab_sampler *s = make(params(1.0f, 1, 1.0f, 0.0f, 2.0f, 1), 3);
-    ilab_sampler_accept(s, 0);
+    ilab_sampler_accept(s, 0, false);
     float a[3] = {2.0f, 1.5f, 0.0f};
     ilab_sampler_process(s, a);
     assert_int_equal(kept(a, 3), 1);
@@ -219,11 +221,180 @@ static void smp5_processor_order_is_hf(void **state)
     ilab_sampler_free(s);
 }
 
+static ilab_sampling_t with_penalties(float t, float rep, float presence, float frequency)
+{
+    ilab_sampling_t p = params(t, 0, 1.0f, 0.0f, rep, 1);
+    p.presence_penalty = presence;
+    p.frequency_penalty = frequency;
+    return p;
+}
+
+/* OpenAI semantics: logit -= presence * [count > 0] + frequency * count,
+ * counting output tokens only; prompt tokens are seen by the repetition
+ * penalty alone. */
+static void presence_and_frequency_penalties_count_output_only(void **state)
+{
+    (void)state;
+    ilab_sampler *s = make(with_penalties(1.0f, 1.0f, 0.5f, 0.25f), 4);
+    ilab_sampler_accept(s, 0, false); /* prompt: no presence/frequency */
+    ilab_sampler_accept(s, 1, true);
+    ilab_sampler_accept(s, 2, true);
+    ilab_sampler_accept(s, 2, true);
+    ilab_sampler_accept(s, 2, true);
+    float a[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    ilab_sampler_process(s, a);
+    assert_float_equal(a[0], 1.0f, 1e-6);
+    assert_float_equal(a[1], 1.0f - 0.5f - 0.25f, 1e-6);
+    assert_float_equal(a[2], 1.0f - 0.5f - 3 * 0.25f, 1e-6);
+    assert_float_equal(a[3], 1.0f, 1e-6);
+    ilab_sampler_free(s);
+
+    /* Negative values encourage repeats. */
+    s = make(with_penalties(1.0f, 1.0f, -1.0f, -0.5f), 2);
+    ilab_sampler_accept(s, 1, true);
+    ilab_sampler_accept(s, 1, true);
+    float b[2] = {0.0f, 0.0f};
+    ilab_sampler_process(s, b);
+    assert_float_equal(b[1], 2.0f, 1e-6);
+    ilab_sampler_free(s);
+}
+
+/* Order: the repetition penalty (a factor) before the presence/frequency
+ * penalties (a subtraction), both before temperature; greedy sees them. */
+static void penalties_run_before_temperature_in_order(void **state)
+{
+    (void)state;
+    /* rep 2 then presence 1: 3 -> 1.5 -> 0.5 (the other order: 2 -> 1). */
+    ilab_sampler *s = make(with_penalties(0.5f, 2.0f, 1.0f, 0.0f), 2);
+    ilab_sampler_accept(s, 0, true);
+    float a[2] = {3.0f, 0.6f};
+    ilab_sampler_process(s, a);
+    assert_float_equal(a[0], 0.5f / 0.5f, 1e-6); /* then divided by T = 0.5 */
+    assert_float_equal(a[1], 0.6f / 0.5f, 1e-6);
+    ilab_sampler_free(s);
+
+    /* Greedy: the frequency penalty moves the argmax; the logprob is raw. */
+    s = make(with_penalties(0.0f, 1.0f, 0.0f, 0.6f), 2);
+    ilab_sampler_accept(s, 0, true);
+    float b[2] = {1.0f, 0.5f}, lp;
+    assert_int_equal(ilab_sampler_sample(s, b, &lp, NULL, 0), 1);
+    assert_float_equal(lp, 0.5 - log(exp(1.0) + exp(0.5)), 1e-5);
+    ilab_sampler_free(s);
+}
+
+/* Each processor at the edge of its rule, where an off-by-one shows
+ * (scripts/mutations.tsv: sp02 sp03 sp04 sp07 sp08). */
+static void processors_at_their_edges(void **state)
+{
+    (void)state;
+    /* The penalty range is closed: +-2 are valid. */
+    ilab_sampling_t edge = with_penalties(1.0f, 1.0f, 2.0f, -2.0f);
+    ilab_sampler *s = make(edge, 4);
+    ilab_sampler_free(s);
+
+    /* Equal logits rank by the lower id: top_k 1 keeps token 0. */
+    s = make(params(1.0f, 1, 1.0f, 0.0f, 1.0f, 1), 3);
+    float a[3] = {1.0f, 1.0f, 1.0f};
+    ilab_sampler_process(s, a);
+    assert_int_equal(kept(a, 3), 1);
+    assert_true(a[0] != -INFINITY);
+    ilab_sampler_free(s);
+
+    /* The repetition penalty makes a negative logit more negative (times r),
+     * a positive one smaller (divided by r). */
+    s = make(params(1.0f, 0, 1.0f, 0.0f, 2.0f, 1), 3);
+    ilab_sampler_accept(s, 0, false);
+    ilab_sampler_accept(s, 1, false);
+    float b[3] = {-1.0f, 3.0f, 0.5f};
+    ilab_sampler_process(s, b);
+    assert_float_equal(b[0], -2.0f, 1e-6);
+    assert_float_equal(b[1], 1.5f, 1e-6);
+    assert_float_equal(b[2], 0.5f, 1e-6);
+    ilab_sampler_free(s);
+
+    /* Top-p: the second of two equal tokens has exactly top_p = 0.5 of the
+     * mass before it, so it goes (HF: kept while the mass before is < p). */
+    s = make(params(1.0f, 0, 0.5f, 0.0f, 1.0f, 1), 2);
+    float c[2] = {0.0f, 0.0f};
+    ilab_sampler_process(s, c);
+    assert_int_equal(kept(c, 2), 1);
+    ilab_sampler_free(s);
+
+    /* Min-p 1 keeps exactly the tokens at the maximum: the threshold itself
+     * passes. */
+    s = make(params(1.0f, 0, 1.0f, 1.0f, 1.0f, 1), 3);
+    float d[3] = {1.0f, 1.0f, 0.0f};
+    ilab_sampler_process(s, d);
+    assert_int_equal(kept(d, 3), 2);
+    assert_true(d[2] == -INFINITY);
+    ilab_sampler_free(s);
+
+    /* Top-p after top-k renormalises over what top-k kept, the top token
+     * included: k = 2 leaves {0.6, 0.4} of 1.1; top_p 0.7 of that needs both. */
+    s = make(params(1.0f, 2, 0.7f, 0.0f, 1.0f, 1), 3);
+    float e[3] = {logf(0.6f), logf(0.4f), logf(0.1f)};
+    ilab_sampler_process(s, e);
+    assert_int_equal(kept(e, 3), 2);
+    ilab_sampler_free(s);
+
+    /* The logprob of a token the penalty lowered is still the raw one. */
+    s = make(params(0.0f, 0, 1.0f, 0.0f, 2.0f, 1), 2);
+    ilab_sampler_accept(s, 0, false);
+    float f[2] = {3.0f, 0.0f}, lp;
+    assert_int_equal(ilab_sampler_sample(s, f, &lp, NULL, 0), 0); /* 1.5 still beats 0 */
+    assert_float_equal(lp, 3.0 - log(exp(3.0) + 1.0), 1e-5);
+    ilab_sampler_free(s);
+}
+
+/* Create, use and free give every byte back (scripts/mutations.tsv sp13:
+ * a dropped free in ilab_sampler_free). */
+static void sampler_cycle(void *ctx)
+{
+    (void)ctx;
+    ilab_sampler *s = make(with_penalties(1.0f, 1.5f, 0.5f, 0.5f), 64);
+    ilab_sampler_accept(s, 3, false);
+    ilab_sampler_accept(s, 5, true);
+    float l[64] = {0};
+    ilab_sampler_sample(s, l, NULL, NULL, 0);
+    ilab_sampler_free(s);
+}
+
+static void create_and_free_leave_no_heap_behind(void **state)
+{
+    (void)state;
+    double per_cycle = ilab_heap_growth(sampler_cycle, NULL, 20, 200);
+    print_message("live heap growth per sampler cycle: %.1f bytes\n", per_cycle);
+    assert_true(per_cycle < 8.0);
+}
+
+/* A writer newer than the host that sets a member the host does not know is
+ * refused (fail closed); a zero tail is fine; a size below ABI 1.0's is refused. */
+static void sampling_struct_size_is_checked(void **state)
+{
+    (void)state;
+    struct {
+        ilab_sampling_t known;
+        float future_member;
+    } newer;
+    memset(&newer, 0, sizeof newer);
+    newer.known = params(1.0f, 0, 1.0f, 0.0f, 1.0f, 1);
+    newer.known.struct_size = sizeof newer;
+    char err[256] = "";
+    assert_int_equal(ilab_sampling_validate(&newer.known, err, sizeof err), ILAB_OK);
+    newer.future_member = 1.0f;
+    assert_int_equal(ilab_sampling_validate(&newer.known, err, sizeof err), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "newer"));
+    ilab_sampling_t old = params(1.0f, 0, 1.0f, 0.0f, 1.0f, 1);
+    old.struct_size = (uint32_t)offsetof(ilab_sampling_t, presence_penalty);
+    assert_int_equal(ilab_sampling_validate(&old, err, sizeof err), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "struct_size"));
+}
+
 static void logprobs_are_raw_log_softmax_sorted(void **state)
 {
     (void)state;
     ilab_sampler *s = make(params(0.8f, 3, 0.9f, 0.0f, 1.3f, 5), V);
-    ilab_sampler_accept(s, 0);
+    ilab_sampler_accept(s, 0, false);
     double lse = 0;
     for (int i = 0; i < V; i++)
         lse += exp(base_logits[i]);
@@ -285,10 +456,14 @@ static void bad_parameters_are_refused_by_name(void **state)
     } bad[] = {
         {params(-1.0f, 0, 1.0f, 0.0f, 1.0f, 0), "temperature"},
         {params(1.0f, -2, 1.0f, 0.0f, 1.0f, 0), "top_k"},
+        {params(1.0f, -1, 1.0f, 0.0f, 1.0f, 0), "top_k"}, /* -1 is the server's "off", not ours */
         {params(1.0f, 0, 0.0f, 0.0f, 1.0f, 0), "top_p"},
         {params(1.0f, 0, 1.0f, 1.5f, 1.0f, 0), "min_p"},
         {params(1.0f, 0, 1.0f, 0.0f, 0.0f, 0), "repetition_penalty"},
         {params(NAN, 0, 1.0f, 0.0f, 1.0f, 0), "temperature"},
+        {with_penalties(1.0f, 1.0f, 2.5f, 0.0f), "presence_penalty"},
+        {with_penalties(1.0f, 1.0f, 0.0f, -2.01f), "frequency_penalty"},
+        {with_penalties(1.0f, 1.0f, NAN, 0.0f), "presence_penalty"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ilab_sampler *s = NULL;
@@ -327,10 +502,15 @@ int main(void)
         cmocka_unit_test(smp4_distribution_matches_softmax_over_t),
         cmocka_unit_test(smp4_top_k_and_top_p_renormalise_the_kept_tokens),
         cmocka_unit_test(smp5_processor_order_is_hf),
+        cmocka_unit_test(presence_and_frequency_penalties_count_output_only),
+        cmocka_unit_test(penalties_run_before_temperature_in_order),
+        cmocka_unit_test(processors_at_their_edges),
+        cmocka_unit_test(create_and_free_leave_no_heap_behind),
+        cmocka_unit_test(sampling_struct_size_is_checked),
         cmocka_unit_test(logprobs_are_raw_log_softmax_sorted),
         cmocka_unit_test(logprobs_match_a_double_reference_over_a_large_vocabulary),
         cmocka_unit_test(bad_parameters_are_refused_by_name),
         cmocka_unit_test(rng_is_uniform_enough_and_seeded),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

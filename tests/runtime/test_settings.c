@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "config/settings.h"
 
@@ -61,6 +62,18 @@ static void a_full_file_loads(void **state)
     assert_string_equal(e[0].value, "1");
     assert_string_equal(e[2].key, "seed");
     assert_int_equal(s.scheduler.max_running, 2);
+    assert_int_equal(ilab_settings_set(&s, "scheduler.prefix_cache_positions=0", err, sizeof err),
+                     ILAB_OK);
+    assert_int_equal(s.scheduler.prefix_cache_positions, 0);
+    assert_int_equal(ilab_settings_set(&s, "scheduler.prefix_cache_min_tokens=0", err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "prefix_cache_min_tokens"));
+    assert_int_equal(ilab_settings_set(&s, "scheduler.kv_watermark_percent=5", err, sizeof err),
+                     ILAB_OK);
+    assert_int_equal(s.scheduler.kv_watermark_percent, 5);
+    assert_int_equal(ilab_settings_set(&s, "scheduler.kv_watermark_percent=51", err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "kv_watermark_percent"));
     e = ilab_settings_plugin_config(&s, "vllm_stub", &n);
     assert_int_equal(n, 1);
     assert_string_equal(e[0].value, "http://x");
@@ -76,6 +89,9 @@ static void defaults_are_sane(void **state)
     assert_int_equal(s.n_plugin_dirs, 0);
     assert_true(s.scheduler.max_running >= 1);
     assert_true(s.scheduler.step_token_budget >= s.scheduler.max_running);
+    assert_true(s.scheduler.prefix_cache_positions > 0);
+    assert_true(s.scheduler.prefix_cache_min_tokens >= 1);
+    assert_int_equal(s.scheduler.kv_watermark_percent, 1);
     ilab_settings_free(&s);
 }
 
@@ -138,13 +154,80 @@ static void missing_file_and_bad_set_are_clear(void **state)
     ilab_settings_free(&s);
 }
 
+/* Text in memory goes through the same walker as a file: same values, and
+ * errors name the label with the line. */
+static void text_loads_like_a_file(void **state)
+{
+    (void)state;
+    static const char yaml[] = "scheduler: {max_running: 3}\nplugins:\n  torchlike: {threads: 2}\n"
+                               "server: {port: 99999}\n";
+    ilab_settings s;
+    ilab_settings_init(&s);
+    char err[512] = "";
+    assert_int_equal(ilab_settings_load_text(&s, "inline.yaml", yaml, strlen(yaml), err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "inline.yaml:4:"));
+    assert_non_null(strstr(err, "port"));
+    assert_int_equal(s.scheduler.max_running, 3);
+    size_t n;
+    const ilab_config_entry_t *e = ilab_settings_plugin_config(&s, "torchlike", &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].value, "2");
+    /* Only `len` bytes are read: the bad port line is cut off. */
+    ilab_settings_free(&s);
+    ilab_settings_init(&s);
+    size_t cut = (size_t)(strstr(yaml, "server") - yaml);
+    assert_int_equal(ilab_settings_load_text(&s, "inline.yaml", yaml, cut, err, sizeof err), ILAB_OK);
+    assert_int_equal(ilab_settings_load_text(&s, "empty", NULL, 0, err, sizeof err), ILAB_OK);
+    assert_int_equal(ilab_settings_load_text(&s, "bad", "a: [", 4, err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_true(!strncmp(err, "bad:", 4));
+    assert_non_null(strstr(err, "YAML syntax error"));
+    ilab_settings_free(&s);
+}
+
+/* server.backends: a YAML list or a comma-separated --set; each entry a
+ * plugin name; a later source replaces the list. */
+static void server_backends_list(void **state)
+{
+    (void)state;
+    ilab_settings s;
+    ilab_settings_init(&s);
+    char err[512] = "";
+    assert_int_equal(s.server.n_backends, 0);
+    static const char yaml[] = "server:\n  backends: [torchlike, vllm_stub, torchlike]\n";
+    assert_int_equal(ilab_settings_load_text(&s, "b.yaml", yaml, strlen(yaml), err, sizeof err),
+                     ILAB_OK);
+    assert_int_equal(s.server.n_backends, 2); /* once each */
+    assert_string_equal(s.server.backends[1], "vllm_stub");
+    assert_int_equal(ilab_settings_set(&s, "server.backends=paced_backend,counting_backend", err,
+                                       sizeof err), ILAB_OK);
+    assert_int_equal(s.server.n_backends, 2);
+    assert_string_equal(s.server.backends[0], "paced_backend");
+    assert_string_equal(s.server.backends[1], "counting_backend");
+    assert_int_equal(ilab_settings_set(&s, "server.backends=paced_backend,,x", err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "server.backends: '' is not a plugin name"));
+    static const char bad[] = "server:\n  backends: [Torch-Like]\n";
+    assert_int_equal(ilab_settings_load_text(&s, "c.yaml", bad, strlen(bad), err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "c.yaml:2: server.backends: 'Torch-Like' is not a plugin name"));
+    static const char nested[] = "server:\n  backends: [[a]]\n";
+    assert_int_equal(ilab_settings_load_text(&s, "d.yaml", nested, strlen(nested), err,
+                                             sizeof err), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "each entry must be a plugin name, got a list"));
+    ilab_settings_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(server_backends_list),
         cmocka_unit_test(a_full_file_loads),
         cmocka_unit_test(defaults_are_sane),
         cmocka_unit_test(errors_name_file_line_and_key),
         cmocka_unit_test(missing_file_and_bad_set_are_clear),
+        cmocka_unit_test(text_loads_like_a_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "runtime/metrics.h"
 #include "runtime/text_stream.h"
@@ -88,6 +89,28 @@ static void earliest_stop_wins(void **state)
     ilab_text_stream_free(&ts);
 }
 
+/* STR-6: the shortest text holding a stop string ends the stream, cut
+ * before the longest occurrence ending there. One push that completes
+ * "bc" inside "abcd" cuts at "a", not before "abcd" (it starts first but
+ * ends later); two ending together cut before the longer. */
+static void stop_ending_first_wins_inside_another(void **state)
+{
+    (void)state;
+    const char *stop[] = {"abcd", "bc"};
+    ilab_text_stream ts;
+    assert_true(ilab_text_stream_init(&ts, stop, 2));
+    const char *pieces[] = {"x", "abcd"};
+    char out[32];
+    assert_true(feed(&ts, pieces, 2, out, sizeof out, NULL));
+    assert_string_equal(out, "xa");
+    ilab_text_stream_free(&ts);
+    const char *same_end[] = {"cd", "abcd"};
+    assert_true(ilab_text_stream_init(&ts, same_end, 2));
+    assert_true(feed(&ts, pieces, 2, out, sizeof out, NULL));
+    assert_string_equal(out, "x");
+    ilab_text_stream_free(&ts);
+}
+
 static void no_stop_strings_text_passes_through(void **state)
 {
     (void)state;
@@ -145,6 +168,26 @@ static void invalid_utf8_passes_through_and_flush_releases_partial(void **state)
     ilab_text_stream_free(&ts);
 }
 
+/* The edges mutation testing found unchecked (scripts/mutations.tsv ts02
+ * ts06): C0 and C1 can never start a character (overlong), so nothing is
+ * held for them; an empty stop string is dropped, not matched at once. */
+static void overlong_leads_and_empty_stop_strings(void **state)
+{
+    (void)state;
+    assert_int_equal(ilab_utf8_incomplete_tail("a\xC0", 2), 0);
+    assert_int_equal(ilab_utf8_incomplete_tail("a\xC1", 2), 0);
+    assert_int_equal(ilab_utf8_incomplete_tail("a\xC2", 2), 1); /* U+0080's lead */
+
+    ilab_text_stream ts;
+    const char *stop[] = {"", "END"};
+    assert_true(ilab_text_stream_init(&ts, stop, 2));
+    const char *pieces[] = {"once ", "upon"};
+    char out[64];
+    assert_false(feed(&ts, pieces, 2, out, sizeof out, NULL));
+    assert_string_equal(out, "once upon");
+    ilab_text_stream_free(&ts);
+}
+
 static void final_push_releases_held_stop_prefix(void **state)
 {
     (void)state;
@@ -181,8 +224,9 @@ static void random_streams_match_a_reference(void **state)
             memcpy(text + text_len, s, strlen(s));
             text_len += strlen(s);
         }
-        const char *stops[2] = {"ba ", "\xC3\xA9\n"};
-        size_t n_stop = (size_t)(round % 3); /* 0, 1 or 2 stop strings */
+        /* the last two nest: "b a" ends inside "ab ab" */
+        const char *stops[4] = {"ba ", "\xC3\xA9\n", "ab ab", "b a"};
+        size_t n_stop = (size_t)(round % 5); /* 0 to 4 stop strings */
         ilab_text_stream ts;
         assert_true(ilab_text_stream_init(&ts, stops, n_stop));
         char out[1024];
@@ -208,13 +252,15 @@ static void random_streams_match_a_reference(void **state)
             memcpy(out + out_len, d, dl);
             out_len += dl;
         }
-        /* reference: the earliest occurrence of any stop string */
+        /* reference: the shortest prefix holding a stop string, cut before
+         * the longest one ending there */
         size_t cut = text_len;
-        for (size_t k = 0; k < n_stop; k++) {
-            const char *m = memmem(text, text_len, stops[k], strlen(stops[k]));
-            if (m && (size_t)(m - text) < cut)
-                cut = (size_t)(m - text);
-        }
+        for (size_t end = 1; end <= text_len && cut == text_len; end++)
+            for (size_t k = 0; k < n_stop; k++) {
+                size_t sl = strlen(stops[k]);
+                if (sl <= end && end - sl < cut && memcmp(text + end - sl, stops[k], sl) == 0)
+                    cut = end - sl;
+            }
         assert_int_equal(stopped, cut < text_len);
         assert_int_equal(out_len, cut);
         assert_memory_equal(out, text, cut);
@@ -263,12 +309,14 @@ int main(void)
         cmocka_unit_test(stop_string_across_token_boundaries_is_trimmed),
         cmocka_unit_test(held_prefix_is_released_when_it_cannot_be_a_stop),
         cmocka_unit_test(earliest_stop_wins),
+        cmocka_unit_test(stop_ending_first_wins_inside_another),
         cmocka_unit_test(no_stop_strings_text_passes_through),
         cmocka_unit_test(utf8_code_points_are_never_split),
         cmocka_unit_test(invalid_utf8_passes_through_and_flush_releases_partial),
         cmocka_unit_test(final_push_releases_held_stop_prefix),
+        cmocka_unit_test(overlong_leads_and_empty_stop_strings),
         cmocka_unit_test(random_streams_match_a_reference),
         cmocka_unit_test(metrics_render_names_every_series),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

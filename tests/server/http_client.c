@@ -3,11 +3,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +19,11 @@
 #endif
 
 bool test_server_start(test_server *s, const char *const *args)
+{
+    return test_server_start_logged(s, args, NULL);
+}
+
+bool test_server_start_logged(test_server *s, const char *const *args, const char *stderr_path)
 {
     memset(s, 0, sizeof *s);
     int fds[2];
@@ -31,7 +38,14 @@ bool test_server_start(test_server *s, const char *const *args)
     if (pid < 0)
         return false;
     if (pid == 0) {
+        /* A test that fails midway must not leave its server running. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(fds[1], STDOUT_FILENO);
+        if (stderr_path) {
+            int e = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            if (e >= 0)
+                dup2(e, STDERR_FILENO);
+        }
         close(fds[0]);
         close(fds[1]);
         execv(INFERLAB_EXE, (char *const *)argv);
@@ -114,6 +128,12 @@ static size_t header(char *data, size_t size, size_t nmemb, void *user)
 
 bool http_call(const test_server *s, const char *path, const char *body, http_reply *out)
 {
+    return http_call_ex(s, NULL, path, body, NULL, out);
+}
+
+bool http_call_ex(const test_server *s, const char *method, const char *path, const char *body,
+                  const char *const *headers, http_reply *out)
+{
     memset(out, 0, sizeof *out);
     out->body = calloc(1, 1);
     CURL *c = curl_easy_init();
@@ -122,6 +142,12 @@ bool http_call(const test_server *s, const char *path, const char *body, http_re
     char url[256];
     snprintf(url, sizeof url, "%s%s", s->base, path);
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hdrs = curl_slist_append(hdrs, headers[i]);
+    if (method && !strcmp(method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else if (method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);

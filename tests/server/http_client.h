@@ -31,6 +31,14 @@ typedef struct http_reply {
 
 /* One request; `body` NULL = GET. Returns false on a transport error. */
 bool http_call(const test_server *s, const char *path, const char *body, http_reply *out);
+
+/* The same with a method ("HEAD", ...; NULL = GET/POST by body) and extra
+ * header lines (NULL-terminated, may be NULL). */
+bool http_call_ex(const test_server *s, const char *method, const char *path, const char *body,
+                  const char *const *headers, http_reply *out);
+
+/* Like test_server_start, with the server's stderr appended to `stderr_path`. */
+bool test_server_start_logged(test_server *s, const char *const *args, const char *stderr_path);
 void http_reply_free(http_reply *r);
 
 /* The value of an unlabelled or labelled metric line ("name{labels}") in

@@ -10,9 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +229,15 @@ static void test_tokenize_detokenize(void **state)
     t = post_json(&fast, "/detokenize", "{\"tokens\": [256, 72, 105, 33]}", 200);
     assert_string_equal(json_string_value(json_object_get(t, "prompt")), "Hi!");
     json_decref(t);
+    /* half a code point has no JSON text: U+FFFD, as vLLM answers */
+    t = post_json(&fast, "/detokenize", "{\"tokens\": [72, 195]}", 200);
+    assert_string_equal(json_string_value(json_object_get(t, "prompt")), "H\xef\xbf\xbd");
+    json_decref(t);
+    /* NUL is text like any other */
+    t = post_json(&fast, "/tokenize", "{\"prompt\": \"a\\u0000b\", \"add_special_tokens\": false}", 200);
+    assert_int_equal(json_integer_value(json_object_get(t, "count")), 3);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(t, "tokens"), 1)), 0);
+    json_decref(t);
     expect_error(&fast, "/detokenize", "{\"tokens\": [999999]}", 400, "tokens");
     expect_error(&fast, "/tokenize", "{\"prompt\": \"x\", \"bogus\": 1}", 400, "bogus");
 }
@@ -278,13 +289,140 @@ static void test_completion_logprobs(void **state)
     assert_int_equal(json_array_size(json_object_get(lp, "text_offset")), 5);
     json_t *top = json_object_get(lp, "top_logprobs");
     assert_int_equal(json_array_size(top), 5);
-    assert_true(json_object_size(json_array_get(top, 0)) >= 1);
-    assert_true(json_object_size(json_array_get(top, 0)) <= 3);
-    assert_true(json_real_value(json_array_get(json_object_get(lp, "token_logprobs"), 0)) <= 0);
+    /* Exactly the 3 alternatives asked for at every position (the byte-level
+     * vocabulary has no two tokens with the same text to merge), none more
+     * likely than the best, and the sampled token's own value where it is
+     * among them. */
+    for (size_t i = 0; i < 5; i++) {
+        json_t *alts = json_array_get(top, i);
+        double chosen = json_real_value(json_array_get(json_object_get(lp, "token_logprobs"), i));
+        const char *tok = json_string_value(json_array_get(json_object_get(lp, "tokens"), i));
+        assert_true(chosen <= 0);
+        if (json_object_size(alts) != 3)
+            fail_msg("position %zu: %zu alternatives, asked for 3", i, json_object_size(alts));
+        const char *key;
+        json_t *v;
+        double best = -INFINITY;
+        json_object_foreach(alts, key, v) {
+            assert_true(json_real_value(v) <= 0);
+            if (json_real_value(v) > best)
+                best = json_real_value(v);
+            if (strcmp(key, tok) == 0)
+                assert_true(fabs(json_real_value(v) - chosen) < 1e-5);
+        }
+        assert_true(best >= chosen - 1e-5);
+    }
     json_decref(j);
     /* More alternatives than anyone may ask for. */
     expect_error(&fast, "/v1/completions", "{\"prompt\": \"a\", \"logprobs\": 50}", 400,
                  "logprobs");
+}
+
+/* vLLM's token-level output, as vllm_stub asks for it: the ids of the
+ * tokens, and logprob names "token_id:N"; its neutral extras accepted, their
+ * other values refused by name. */
+static void test_token_ids_output(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": [256, 79], \"max_tokens\": 5, \"ignore_eos\": true, "
+                          "\"logprobs\": 2, \"return_token_ids\": true, "
+                          "\"return_tokens_as_token_ids\": true, \"skip_special_tokens\": true, "
+                          "\"include_stop_str_in_output\": false}", 200);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *ids = json_object_get(c0, "token_ids");
+    json_t *names = json_object_get(json_object_get(c0, "logprobs"), "tokens");
+    assert_int_equal(json_array_size(ids), 5);
+    assert_int_equal(json_array_size(names), 5);
+    const char *text = json_string_value(json_object_get(c0, "text"));
+    for (size_t i = 0; i < 5; i++) {
+        json_int_t id = json_integer_value(json_array_get(ids, i));
+        char want[32];
+        snprintf(want, sizeof want, "token_id:%d", (int)id);
+        assert_string_equal(json_string_value(json_array_get(names, i)), want);
+        assert_int_equal(id, (unsigned char)text[i]); /* the byte-level model: id = byte */
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_array_get(json_object_get(json_object_get(c0, "logprobs"),
+                                                           "top_logprobs"), i), key, v)
+            assert_true(!strncmp(key, "token_id:", 9));
+    }
+    json_decref(j);
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"skip_special_tokens\": false}",
+                 400, "skip_special_tokens");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"include_stop_str_in_output\": true}",
+                 400, "include_stop_str_in_output");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"return_token_ids\": 1}", 400,
+                 "return_token_ids");
+}
+
+/* SGLang's native subset: /generate (whole and streamed, the output so far
+ * in every chunk), /get_model_info, /health_generate, /detokenize's "text". */
+static void test_sglang_native(void **state)
+{
+    (void)state;
+    json_t *j = post_json(&fast, "/generate",
+                          "{\"input_ids\": [256, 79], \"sampling_params\": {\"max_new_tokens\": 6, "
+                          "\"ignore_eos\": true, \"sampling_seed\": 7}, \"return_logprob\": true, "
+                          "\"top_logprobs_num\": 2, \"logprob_start_len\": -1}", 200);
+    json_t *ids = json_object_get(j, "output_ids"), *meta = json_object_get(j, "meta_info");
+    assert_int_equal(json_array_size(ids), 6);
+    assert_int_equal(json_string_length(json_object_get(j, "text")), 6); /* 1 byte/token */
+    assert_int_equal(json_integer_value(json_object_get(meta, "completion_tokens")), 6);
+    assert_int_equal(json_integer_value(json_object_get(meta, "prompt_tokens")), 2);
+    json_t *fr = json_object_get(meta, "finish_reason");
+    assert_string_equal(json_string_value(json_object_get(fr, "type")), "length");
+    json_t *lps = json_object_get(meta, "output_token_logprobs");
+    assert_int_equal(json_array_size(lps), 6);
+    for (size_t i = 0; i < 6; i++) {
+        json_t *e = json_array_get(lps, i);
+        assert_int_equal(json_integer_value(json_array_get(e, 1)),
+                         json_integer_value(json_array_get(ids, i)));
+        assert_true(json_real_value(json_array_get(e, 0)) <= 0);
+        assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "output_top_logprobs"), i)), 2);
+    }
+    /* the same request streamed: chunks repeat the output so far, the last
+     * one equals the whole answer */
+    http_reply r;
+    assert_true(http_call(&fast, "/generate",
+                          "{\"input_ids\": [256, 79], \"sampling_params\": {\"max_new_tokens\": 6, "
+                          "\"ignore_eos\": true, \"sampling_seed\": 7}, \"stream\": true}", &r));
+    assert_int_equal(r.status, 200);
+    const char *last = NULL;
+    size_t chunks = 0;
+    for (const char *at = strstr(r.body, "data: {"); at; at = strstr(at + 1, "data: {")) {
+        last = at + 6;
+        chunks++;
+    }
+    assert_true(chunks >= 6);
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    json_t *end = json_loads(last, JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(end);
+    assert_true(json_equal(json_object_get(end, "output_ids"), ids));
+    assert_true(json_equal(json_object_get(end, "text"), json_object_get(j, "text")));
+    json_decref(end);
+    http_reply_free(&r);
+    json_decref(j);
+    expect_error(&fast, "/generate", "{\"text\": \"x\", \"sampling_params\": {\"max_new_tokens\": 0}}",
+                 400, "sampling_params.max_new_tokens");
+    expect_error(&fast, "/generate", "{\"text\": \"x\", \"sampling_params\": {\"n\": 2}}", 400,
+                 "sampling_params");
+    expect_error(&fast, "/generate", "{\"text\": \"x\", \"input_ids\": [1]}", 400, "input_ids");
+    /* a string is not ids (the fuzz target found it read as text) */
+    expect_error(&fast, "/generate", "{\"input_ids\": \"{}4:\"}", 400, "input_ids");
+    expect_error(&fast, "/generate", "{\"text\": [1, 2]}", 400, "text");
+    expect_error(&fast, "/generate", "{\"text\": \"x\", \"logprob_start_len\": 0}", 400,
+                 "logprob_start_len");
+    j = post_json(&fast, "/get_model_info", NULL, 200);
+    assert_true(json_is_true(json_object_get(j, "is_generation")));
+    assert_string_equal(json_string_value(json_object_get(j, "model_path")), "paced-bigram");
+    json_decref(j);
+    assert_true(http_call(&fast, "/health_generate", NULL, &r));
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    j = post_json(&fast, "/detokenize", "{\"tokens\": [72, 105]}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "text")), "Hi");
+    json_decref(j);
 }
 
 static void test_chat(void **state)
@@ -315,9 +453,81 @@ static void test_chat(void **state)
                  "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}", 400,
                  "messages[0].role");
     expect_error(&fast, "/v1/chat/completions",
-                 "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": \"n\"}]}",
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": 5}]}",
                  400, "messages[0].name");
+    expect_error(&fast, "/v1/chat/completions",
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"nom\": \"n\"}]}",
+                 400, "messages[0].nom");
+    /* "name" is accepted and ignored; "developer" is the system role: the
+     * prompt is the same as with "system" and no name. */
+    j = post_json(&fast, "/v1/chat/completions",
+                  "{\"messages\": [{\"role\": \"developer\", \"content\": \"Be brief.\"},"
+                  " {\"role\": \"user\", \"content\": \"Hello\", \"name\": \"emma\"}], "
+                  "\"max_tokens\": 8, \"temperature\": 0}", 200);
+    json_t *plain = post_json(&fast, "/v1/chat/completions",
+                              "{\"messages\": [{\"role\": \"system\", \"content\": "
+                              "\"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hello\"}], "
+                              "\"max_tokens\": 8, \"temperature\": 0}", 200);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+                                                        "prompt_tokens")),
+                     1 + (json_int_t)strlen("system: Be brief.\nuser: Hello\nassistant:"));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(
+            json_array_get(json_object_get(j, "choices"), 0), "message"), "content")),
+        json_string_value(json_object_get(json_object_get(
+            json_array_get(json_object_get(plain, "choices"), 0), "message"), "content")));
+    json_decref(plain);
+    json_decref(j);
     expect_error(&fast, "/v1/chat/completions", "{\"messages\": []}", 400, "messages");
+}
+
+/* A chat's reply is the completion of its rendered prompt: only a leading
+ * space of the first text is trimmed, the spaces inside stay (greedy, so
+ * both runs give the same tokens; this reply has spaces in it). */
+static void test_chat_text_is_its_prompts_completion(void **state)
+{
+    (void)state;
+    json_t *c = post_json(&fast, "/v1/completions",
+                          "{\"prompt\": \"user: Hello\\nassistant:\", \"max_tokens\": 40, "
+                          "\"temperature\": 0}", 200);
+    json_t *h = post_json(&fast, "/v1/chat/completions",
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], "
+                          "\"max_tokens\": 40, \"temperature\": 0}", 200);
+    const char *text = json_string_value(
+        json_object_get(json_array_get(json_object_get(c, "choices"), 0), "text"));
+    const char *content = json_string_value(json_object_get(
+        json_object_get(json_array_get(json_object_get(h, "choices"), 0), "message"), "content"));
+    assert_non_null(text);
+    assert_non_null(content);
+    if (text[0] == ' ')
+        text++;
+    assert_non_null(strchr(text + 1, ' ')); /* else this would show nothing */
+    assert_string_equal(content, text);
+    json_decref(c);
+    json_decref(h);
+}
+
+/* The server holds top_logprobs to the backend's topk_max itself (8 for
+ * counting_backend, below the API's own limit of 20), with the capability
+ * named. */
+static void test_topk_max_of_the_backend(void **state)
+{
+    (void)state;
+    test_server counting;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "counting_backend", NULL};
+    assert_true(test_server_start(&counting, args));
+    json_t *ok = post_json(&counting, "/v1/completions",
+                           "{\"prompt\": \"a\", \"max_tokens\": 2, \"logprobs\": 8}", 200);
+    json_decref(ok);
+    json_t *j = post_json(&counting, "/v1/completions",
+                          "{\"prompt\": \"a\", \"max_tokens\": 2, \"logprobs\": 9}", 400);
+    json_t *err = json_object_get(j, "error");
+    assert_string_equal(json_string_value(json_object_get(err, "param")), "logprobs");
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    if (!msg || !strstr(msg, "capability topk_max"))
+        fail_msg("message does not name the capability: %s", msg ? msg : "(none)");
+    json_decref(j);
+    assert_int_equal(test_server_stop(&counting), 0);
 }
 
 static void test_stream_framing(void **state)
@@ -412,7 +622,8 @@ static void test_bad_requests(void **state)
     expect_error(&fast, "/v1/completions", "[1, 2]", 400, NULL);
     expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"best_of\": 2}", 400, "best_of");
     expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", 400, "echo");
-    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"n\": 2}", 400, "n");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"n\": 9}", 400, "n");
+    expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"n\": 0}", 400, "n");
     expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"temperature\": -1}", 400,
                  "temperature");
     expect_error(&fast, "/v1/completions", "{\"prompt\": \"x\", \"top_p\": \"high\"}", 400,
@@ -524,9 +735,12 @@ static size_t into_buf(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
-/* Run `n` streaming requests at once with curl multi; bodies[i] -> out[i]. */
-static void run_concurrently(const test_server *s, const char *path, char *const *bodies,
-                             size_t n, stream_buf *out, long *status)
+/* Run `n` streaming requests at once with curl multi; bodies[i] -> out[i].
+ * While they run, /metrics is read between rounds: the largest
+ * inferlab:num_requests_running seen goes to *max_running (when not NULL),
+ * i.e. how many of them the engine really ran in one batch. */
+static void run_concurrently_seen(const test_server *s, const char *path, char *const *bodies,
+                                  size_t n, stream_buf *out, long *status, double *max_running)
 {
     CURLM *m = curl_multi_init();
     CURL *easy[16];
@@ -545,10 +759,17 @@ static void run_concurrently(const test_server *s, const char *path, char *const
         curl_multi_add_handle(m, easy[i]);
     }
     int running = 1;
+    if (max_running)
+        *max_running = 0;
     for (int rounds = 0; running && rounds < 100000; rounds++) {
         curl_multi_perform(m, &running);
+        if (running && max_running) {
+            double now = metric_value(s, "inferlab:num_requests_running");
+            if (now > *max_running)
+                *max_running = now;
+        }
         if (running)
-            curl_multi_poll(m, NULL, 0, 100, NULL);
+            curl_multi_poll(m, NULL, 0, max_running ? 2 : 100, NULL);
     }
     assert_int_equal(running, 0);
     for (size_t i = 0; i < n; i++) {
@@ -557,6 +778,12 @@ static void run_concurrently(const test_server *s, const char *path, char *const
         curl_easy_cleanup(easy[i]);
     }
     curl_multi_cleanup(m);
+}
+
+static void run_concurrently(const test_server *s, const char *path, char *const *bodies,
+                             size_t n, stream_buf *out, long *status)
+{
+    run_concurrently_seen(s, path, bodies, n, out, status, NULL);
 }
 
 static void test_concurrent_streams_match_solo(void **state)
@@ -570,9 +797,19 @@ static void test_concurrent_streams_match_solo(void **state)
     }
     stream_buf together[N_STREAMS];
     long status[N_STREAMS];
-    double evals_before = metric_value(&paced, "inferlab:generation_tokens_total");
-    run_concurrently(&paced, "/v1/completions", bodies, N_STREAMS, together, status);
-    (void)evals_before;
+    double tokens_before = metric_value(&paced, "inferlab:generation_tokens_total");
+    double batched = 0;
+    run_concurrently_seen(&paced, "/v1/completions", bodies, N_STREAMS, together, status, &batched);
+    /* The streams ran together in the engine's batch, not one after another
+     * (each runs for >= 24 steps of 5 ms, time for many /metrics reads). */
+    print_message("paced: up to %.0f of %d streams running at once\n", batched, N_STREAMS);
+    if (batched < 2)
+        fail_msg("at most %.0f of %d concurrent streams were running at once", batched, N_STREAMS);
+    double want_tokens = 0;
+    for (int i = 0; i < N_STREAMS; i++)
+        want_tokens += 24 + 4 * i;
+    assert_true(metric_value(&paced, "inferlab:generation_tokens_total") - tokens_before ==
+                want_tokens);
     for (int i = 0; i < N_STREAMS; i++) {
         assert_int_equal(status[i], 200);
         stream_buf alone;
@@ -593,9 +830,9 @@ static void test_concurrent_streams_match_solo(void **state)
     }
 }
 
-#ifdef HAVE_TORCHLIKE
 /* The same on the real backend (its embedded default model): batched GEMMs
- * must not change what each stream samples. */
+ * must not change what each stream samples. 160 tokens a chat, so the
+ * streams run long enough for /metrics to see them batched together. */
 static void test_torchlike_concurrent_chat(void **state)
 {
     (void)state;
@@ -607,13 +844,15 @@ static void test_torchlike_concurrent_chat(void **state)
     for (int i = 0; i < N; i++) {
         bodies[i] = malloc(256);
         snprintf(bodies[i], 256, "{\"messages\": [{\"role\": \"user\", \"content\": "
-                 "\"Tell me of %s.\"}], \"max_tokens\": 24, \"seed\": %d, "
+                 "\"Tell me of %s.\"}], \"max_tokens\": 160, \"seed\": %d, "
                  "\"ignore_eos\": true, \"stream\": true}",
                  (const char *[]){"Emma", "Bath", "the ball", "Mr. Knightley"}[i], 7 + i);
     }
     stream_buf together[N];
     long status[N];
-    run_concurrently(&s, "/v1/chat/completions", bodies, N, together, status);
+    double batched = 0;
+    run_concurrently_seen(&s, "/v1/chat/completions", bodies, N, together, status, &batched);
+    print_message("torchlike: up to %.0f of %d chats running at once\n", batched, N);
     for (int i = 0; i < N; i++) {
         assert_int_equal(status[i], 200);
         stream_buf alone;
@@ -633,8 +872,9 @@ static void test_torchlike_concurrent_chat(void **state)
         free(bodies[i]);
     }
     assert_int_equal(test_server_stop(&s), 0);
+    if (batched < 2) /* after the stop: a failure must not leave the server running */
+        fail_msg("at most %.0f of %d concurrent chats were running at once", batched, N);
 }
-#endif
 
 static void test_unavailable_backend(void **state)
 {
@@ -740,18 +980,20 @@ int main(void)
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_completion),
         cmocka_unit_test(test_completion_logprobs),
+        cmocka_unit_test(test_token_ids_output),
+        cmocka_unit_test(test_sglang_native),
         cmocka_unit_test(test_chat),
+        cmocka_unit_test(test_chat_text_is_its_prompts_completion),
+        cmocka_unit_test(test_topk_max_of_the_backend),
         cmocka_unit_test(test_stream_framing),
         cmocka_unit_test(test_held_back_tail_reaches_client),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_disconnect_cancels),
         cmocka_unit_test(test_concurrent_streams_match_solo),
-#ifdef HAVE_TORCHLIKE
         cmocka_unit_test(test_torchlike_concurrent_chat),
-#endif
         cmocka_unit_test(test_unavailable_backend),
         cmocka_unit_test(test_overload_503),
         cmocka_unit_test(test_graceful_shutdown),
     };
-    return cmocka_run_group_tests(tests, start_servers, stop_servers);
+    return ilab_test_exit(cmocka_run_group_tests(tests, start_servers, stop_servers));
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include <string.h>
 
@@ -24,7 +25,7 @@ static void test_defaults(void **state)
     assert_string_equal(r.prompt, "Hello");
     assert_true(r.sampling.temperature == 0.8f);
     assert_true(r.sampling.top_p == 0.9f);
-    assert_int_equal(r.sampling.seed, ILAB_SERVE_DEFAULT_SEED);
+    assert_int_equal(r.sampling.seed, ILAB_SAMPLING_DEFAULT_SEED);
     assert_int_equal(r.max_tokens, 16);
     assert_false(r.stream);
     assert_int_equal(r.n_stop, 0);
@@ -37,7 +38,7 @@ static void test_fields(void **state)
     ilab_api_request r;
     ilab_api_error e;
     assert_true(parse(ILAB_API_COMPLETION,
-                      "{\"prompt\": [1, 2, 3], \"temperature\": 0, \"top_k\": -1, \"seed\": 9,"
+                      "{\"prompt\": [1, 2, 3], \"temperature\": 0, \"top_k\": -1, \"seed\": 9, \"presence_penalty\": 0.5, \"frequency_penalty\": -1.25,"
                       " \"stop\": [\"a\", \"bc\"], \"stream\": true, \"stream_options\": "
                       "{\"include_usage\": true}, \"logprobs\": 2, \"max_tokens\": 5}", &r, &e));
     assert_null(r.prompt);
@@ -45,6 +46,8 @@ static void test_fields(void **state)
     assert_true(r.sampling.temperature == 0.0f);
     assert_int_equal(r.sampling.top_k, 0);
     assert_int_equal(r.sampling.seed, 9);
+    assert_true(r.sampling.presence_penalty == 0.5f);
+    assert_true(r.sampling.frequency_penalty == -1.25f);
     assert_int_equal(r.n_stop, 2);
     assert_string_equal(r.stop[1], "bc");
     assert_true(r.stream && r.include_usage && r.logprobs);
@@ -62,8 +65,10 @@ static void test_fail_closed(void **state)
     assert_int_equal(e.http_status, 400);
     assert_string_equal(e.param, "suffix");
     assert_non_null(strstr(e.message, "suffix"));
-    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": 0.5}", &r, &e));
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": 2.5}", &r, &e));
     assert_string_equal(e.param, "presence_penalty");
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": \"1\"}", &r, &e));
+    assert_string_equal(e.param, "frequency_penalty");
     assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"prompt\": \"y\"}", &r, &e));
     assert_int_equal(e.http_status, 400); /* duplicate keys */
     assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": [\"a\", \"b\"]}", &r, &e));
@@ -101,13 +106,58 @@ static void test_chat_template(void **state)
     ilab_api_request_free(&r);
 }
 
+/* Each range at its edges, inside and just outside (scripts/mutations.tsv
+ * or01 or02 or03 or05 or06). */
+static void expect_refused(ilab_api_kind kind, const char *body, const char *param)
+{
+    ilab_api_request r;
+    ilab_api_error e;
+    if (parse(kind, body, &r, &e)) {
+        ilab_api_request_free(&r);
+        fail_msg("accepted: %s", body);
+    }
+    assert_int_equal(e.http_status, 400);
+    if (strcmp(e.param, param))
+        fail_msg("%s: param '%s', want '%s'", body, e.param, param);
+}
+
+static void expect_accepted(ilab_api_kind kind, const char *body)
+{
+    ilab_api_request r;
+    ilab_api_error e;
+    if (!parse(kind, body, &r, &e))
+        fail_msg("refused: %s: %s", body, e.message);
+    ilab_api_request_free(&r);
+}
+
+static void test_edges(void **state)
+{
+    (void)state;
+    expect_accepted(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 2}");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 2.5}", "temperature");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p");
+    expect_accepted(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"n\": 8, \"logprobs\": 20}");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"n\": 9}", "n");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs");
+    expect_accepted(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"stop\": "
+                                         "[\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\"]}");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"stop\": "
+                                        "[\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]}",
+                   "stop");
+    expect_accepted(ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"name\": \"ann\", "
+                                   "\"content\": \"x\"}]}");
+    expect_refused(ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"nick\": \"ann\", "
+                                  "\"content\": \"x\"}]}", "messages[0].nick");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_fail_closed),
+        cmocka_unit_test(test_edges),
         cmocka_unit_test(test_chat_template),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

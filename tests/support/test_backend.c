@@ -8,13 +8,26 @@
  *     a batch, skipped a token or fed one twice would get different logits,
  *     and different tokens. Ids: BOS 1, EOS 2, byte b = 3 + b. max_batch 8
  *     (the engine must cap its running batch), thread_safety: none.
+ *   pool_backend (-DTEST_BACKEND_POOL) — counting's logits, plus cache.fork
+ *     and cache.truncate (the prefix cache's needs; truncate recomputes the
+ *     hash, so a wrong truncation changes the logits). max_batch 16,
+ *     thread_safety: none.
+ *   stats_backend (-DTEST_BACKEND_POOL -DTEST_BACKEND_STATS) — pool_backend
+ *     plus cache.stats (ABI 1.1): cache_stats() reports the pool, so the
+ *     engine admits by capacity and reports the pool's real usage.
  *   paced_backend (-DTEST_BACKEND_PACED) — logits depend only on the last
  *     two tokens and favour printable ASCII, so text stays one byte a token
  *     and a sequence decoded in a batch gets exactly the logits it gets
  *     alone. Ids: byte b = b, BOS 256, EOS 257. max_batch 64,
  *     thread_safety: full.
  *
- * Both tokenizers are byte-level, so UTF-8 hold-back is exercised by any
+ * The reload tests (tests/server) build the paced profile as versions of one
+ * plugin: PLUGIN_NAME, MODEL_NAME, PLUGIN_VERSION and LOGIT_SALT (which
+ * changes every logit, so two versions write different text) may be given;
+ * MANIFEST_VERSION different from PLUGIN_VERSION makes a plugin the loader
+ * refuses (its manifest disagrees with its entry).
+ *
+ * All tokenizers are byte-level, so UTF-8 hold-back is exercised by any
  * multi-byte text.
  *
  * Config (both profiles):
@@ -23,6 +36,13 @@
  *   eos_bias    float  added to EOS's logit (default -100: never ends early)
  *   fail_after  int    eval() fails with ILAB_INTERNAL after this many calls
  *                      (0 = never)
+ *   fail_token  int    eval() fails with ILAB_INTERNAL when an item holds this
+ *                      token id (-1 = never): one bad request in a batch
+ *   kv_blocks   int    a KV pool of this many blocks of 16 positions (0 =
+ *                      unlimited); every sequence, forks too, holds
+ *                      ceil(length / 16) blocks of its own, and an eval()
+ *                      that needs more than are free fails with
+ *                      ILAB_OUT_OF_MEMORY (all-or-nothing)
  *
  * With thread_safety: none, every backend call checks that no other call is
  * running and fails with ILAB_INTERNAL if one is: a host that breaks the
@@ -40,8 +60,12 @@
 #include <time.h>
 
 #ifdef TEST_BACKEND_PACED
+#ifndef PLUGIN_NAME /* the reload tests build the paced profile under other names */
 #define PLUGIN_NAME "paced_backend"
+#endif
+#ifndef MODEL_NAME
 #define MODEL_NAME "paced-bigram"
+#endif
 #define BYTE0 0
 #define BOS 256
 #define EOS 257
@@ -53,6 +77,29 @@
 #define THREAD_SAFETY "full"
 #define EXCLUSIVE false
 #define DESCRIPTION "Test-only byte-level bigram model whose steps can be slowed down."
+#elif defined(TEST_BACKEND_POOL)
+#ifdef TEST_BACKEND_STATS
+#define PLUGIN_NAME "stats_backend"
+#define CACHE_STATS "true"
+#define HAS_STATS 1
+#define ABI "1.1"
+#define ABI_MINOR 1
+#else
+#define PLUGIN_NAME "pool_backend"
+#endif
+#define MODEL_NAME "counting"
+#define BYTE0 3
+#define BOS 1
+#define EOS 2
+#define VOCAB 259
+#define MAX_CONTEXT 512
+#define MAX_BATCH 16
+#define MAX_SEQS 64
+#define TOPK_MAX "8"
+#define THREAD_SAFETY "none"
+#define EXCLUSIVE true
+#define CACHE_OPS "true"
+#define DESCRIPTION "Test backend with a small KV pool, fork and truncate."
 #else
 #define PLUGIN_NAME "counting_backend"
 #define MODEL_NAME "counting"
@@ -68,21 +115,42 @@
 #define EXCLUSIVE true
 #define DESCRIPTION "Test backend whose logits hash the whole sequence."
 #endif
+#ifndef CACHE_OPS
+#define CACHE_OPS "false"
+#endif
+#ifndef PLUGIN_VERSION
+#define PLUGIN_VERSION "0.2.0"
+#endif
+#ifndef MANIFEST_VERSION
+#define MANIFEST_VERSION PLUGIN_VERSION
+#endif
+#ifndef LOGIT_SALT
+#define LOGIT_SALT 0
+#endif
+#ifndef CACHE_STATS
+#define CACHE_STATS "false"
+#endif
+#ifndef ABI
+#define ABI "1.0" /* cache.stats needs 1.1; the others need nothing newer than 1.0 */
+#define ABI_MINOR 0
+#define HAS_STATS 0
+#endif
+#define KV_BLOCK 16
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
 static const char manifest[] =
     "name: " PLUGIN_NAME "\n"
-    "version: 0.2.0\n"
-    "abi: 1.0\n"
+    "version: " MANIFEST_VERSION "\n"
+    "abi: " ABI "\n"
     "description: " DESCRIPTION "\n"
     "capabilities:\n"
     "  tokenizer: true\n"
     "  logits: full\n"
     "  topk_max: " TOPK_MAX "\n"
     "  sampling: host\n"
-    "  cache: {fork: false, truncate: false}\n"
+    "  cache: {fork: " CACHE_OPS ", truncate: " CACHE_OPS ", stats: " CACHE_STATS "}\n"
     "  batching: {max_batch: " STR(MAX_BATCH) "}\n"
     "  streaming: false\n"
     "  cancel: false\n"
@@ -100,7 +168,15 @@ static const char manifest[] =
     "  fail_after:\n"
     "    type: int\n"
     "    default: 0\n"
-    "    description: eval() fails after this many calls; 0 = never.\n";
+    "    description: eval() fails after this many calls; 0 = never.\n"
+    "  fail_token:\n"
+    "    type: int\n"
+    "    default: -1\n"
+    "    description: eval() fails when an item holds this token id; -1 = never.\n"
+    "  kv_blocks:\n"
+    "    type: int\n"
+    "    default: 0\n"
+    "    description: KV pool size in blocks of 16 positions; 0 = unlimited.\n";
 
 typedef struct sequence {
     uint32_t generation;
@@ -114,6 +190,8 @@ struct ilab_backend {
     long step_ms;
     float eos_bias;
     long fail_after;
+    long fail_token;
+    long kv_blocks;
     long evals;
     atomic_int inside;            /* backend calls running right now */
     pthread_mutex_t mu;           /* guards seqs and evals (thread_safety: full) */
@@ -173,7 +251,7 @@ static void logits_for(const ilab_backend_t *b, const sequence *s, float *out)
     int32_t prev = s->len > 1 ? s->tokens[s->len - 2] : -1, cur = s->tokens[s->len - 1];
     for (int32_t v = 0; v < VOCAB; v++) {
         bool printable = v == ' ' || (v >= 'a' && v <= 'z') || v == '.' || v == ',';
-        uint32_t h = mix32((uint32_t)(prev + 1) * 0x9E3779B1u ^
+        uint32_t h = mix32(((uint32_t)(prev + 1) + LOGIT_SALT) * 0x9E3779B1u ^
                            mix32((uint32_t)cur * 0x85EBCA77u ^ (uint32_t)v));
         out[v] = printable ? (float)(h % 4000u) / 1000.0f : -20.0f;
     }
@@ -219,6 +297,7 @@ static ilab_status cb_create(const ilab_host_t *host, const ilab_config_entry_t 
         return ILAB_OUT_OF_MEMORY;
     }
     b->eos_bias = -100.0f;
+    b->fail_token = -1;
     for (size_t i = 0; i < n; i++) {
         if (!config[i].key || !config[i].value)
             continue;
@@ -228,6 +307,10 @@ static ilab_status cb_create(const ilab_host_t *host, const ilab_config_entry_t 
             b->eos_bias = strtof(config[i].value, NULL);
         else if (!strcmp(config[i].key, "fail_after"))
             b->fail_after = strtol(config[i].value, NULL, 10);
+        else if (!strcmp(config[i].key, "fail_token"))
+            b->fail_token = strtol(config[i].value, NULL, 10);
+        else if (!strcmp(config[i].key, "kv_blocks"))
+            b->kv_blocks = strtol(config[i].value, NULL, 10);
     }
     atomic_init(&b->inside, 0);
     pthread_mutex_init(&b->mu, NULL);
@@ -383,6 +466,91 @@ static ilab_status seq_length(ilab_backend_t *b, ilab_seq_t h, int32_t *len)
     return ILAB_OK;
 }
 
+/* ---- the KV pool (kv_blocks > 0) -------------------------------------------- */
+
+static long blocks_for(long positions)
+{
+    return (positions + KV_BLOCK - 1) / KV_BLOCK;
+}
+
+static long blocks_in_use(const ilab_backend_t *b)
+{
+    long used = 0;
+    for (int i = 0; i < MAX_SEQS; i++)
+        if (b->seqs[i].in_use)
+            used += blocks_for(b->seqs[i].len);
+    return used;
+}
+
+/* ILAB_OUT_OF_MEMORY when `more` blocks are not free. */
+static ilab_status pool_take(ilab_backend_t *b, const char *call, long more)
+{
+    if (b->kv_blocks <= 0 || more <= 0)
+        return ILAB_OK;
+    long free_blocks = b->kv_blocks - blocks_in_use(b);
+    if (more > free_blocks)
+        return fail(b, ILAB_OUT_OF_MEMORY, "%s: the KV cache needs %ld more blocks but %ld of %ld "
+                    "are free (config key kv_blocks)", call, more, free_blocks, b->kv_blocks);
+    return ILAB_OK;
+}
+
+/* cache_stats(): the pool in positions; an unlimited pool is as big as
+ * every sequence slot at full length. */
+static ilab_status cache_stats(ilab_backend_t *b, ilab_cache_stats_t *out)
+{
+    if (!HAS_STATS)
+        return fail(b, ILAB_UNSUPPORTED, "cache_stats: capability cache.stats not declared");
+    if (!out)
+        return fail(b, ILAB_INVALID_ARGUMENT, "cache_stats: stats is NULL");
+    if (out->struct_size < sizeof *out)
+        return fail(b, ILAB_ABI_MISMATCH, "cache_stats: struct_size %u is smaller than ABI 1.1's "
+                    "%zu", out->struct_size, sizeof *out);
+    long total = b->kv_blocks > 0 ? b->kv_blocks : (long)MAX_SEQS * blocks_for(MAX_CONTEXT);
+    out->block_size = KV_BLOCK;
+    out->total_positions = (int64_t)total * KV_BLOCK;
+    out->free_positions = (int64_t)(total - blocks_in_use(b)) * KV_BLOCK;
+    return ILAB_OK;
+}
+
+static uint64_t hash_of(const int32_t *tokens, int32_t n)
+{
+    uint64_t h = 0x12345;
+    for (int32_t i = 0; i < n; i++)
+        h = mix(h ^ (uint64_t)tokens[i]);
+    return h;
+}
+
+static ilab_status seq_fork(ilab_backend_t *b, ilab_seq_t parent, ilab_seq_t *child)
+{
+    sequence *p = lookup(b, parent);
+    if (!p || !child)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_fork: stale or unknown handle");
+    ilab_status st = pool_take(b, "seq_fork", blocks_for(p->len));
+    if (st != ILAB_OK)
+        return st;
+    st = seq_create(b, child);
+    if (st != ILAB_OK)
+        return st;
+    sequence *c = lookup(b, *child);
+    memcpy(c->tokens, p->tokens, (size_t)p->len * sizeof *c->tokens);
+    c->len = p->len;
+    c->hash = p->hash;
+    return ILAB_OK;
+}
+
+static ilab_status seq_truncate(ilab_backend_t *b, ilab_seq_t h, int32_t n_keep)
+{
+    sequence *s = lookup(b, h);
+    if (!s)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: stale or unknown handle");
+    if (n_keep < 0 || n_keep > s->len)
+        return fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: n_keep %d is outside 0..%d", n_keep,
+                    s->len);
+    s->len = n_keep;
+    s->hash = hash_of(s->tokens, n_keep); /* the logits follow the kept tokens only */
+    return ILAB_OK;
+}
+
 static ilab_status eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n)
 {
     if (!items || n == 0 || n > MAX_BATCH)
@@ -392,6 +560,7 @@ static ilab_status eval(ilab_backend_t *b, const ilab_batch_item_t *const *items
         return fail(b, ILAB_INTERNAL, "eval: injected failure after %ld calls", b->fail_after);
     /* Check everything before changing anything: a refused batch leaves
      * every sequence as it was. */
+    long more = 0; /* pool blocks the batch takes */
     for (size_t i = 0; i < n; i++) {
         const ilab_batch_item_t *it = items[i];
         sequence *s = it ? lookup(b, it->seq) : NULL;
@@ -403,11 +572,19 @@ static ilab_status eval(ilab_backend_t *b, const ilab_batch_item_t *const *items
         if (s->len + it->n_tokens > MAX_CONTEXT)
             return fail(b, ILAB_CONTEXT_OVERFLOW, "eval: item %zu would pass max_context %d", i,
                         MAX_CONTEXT);
-        for (int32_t t = 0; t < it->n_tokens; t++)
+        for (int32_t t = 0; t < it->n_tokens; t++) {
             if (it->tokens[t] < 0 || it->tokens[t] >= VOCAB)
                 return fail(b, ILAB_INVALID_ARGUMENT, "eval: token %d out of range",
                             it->tokens[t]);
+            if (it->tokens[t] == b->fail_token)
+                return fail(b, ILAB_INTERNAL, "eval: item %zu holds token %d, which this backend "
+                            "fails on (config key fail_token)", i, it->tokens[t]);
+        }
+        more += blocks_for(s->len + it->n_tokens) - blocks_for(s->len);
     }
+    ilab_status st = pool_take(b, "eval", more);
+    if (st != ILAB_OK)
+        return st;
     for (size_t i = 0; i < n; i++) {
         const ilab_batch_item_t *it = items[i];
         sequence *s = lookup(b, it->seq);
@@ -488,18 +665,37 @@ static ilab_status cb_seq_free(ilab_backend_t *b, ilab_seq_t h)
     return st;
 }
 
+static bool cache_ops(void)
+{
+    return !strcmp(CACHE_OPS, "true");
+}
+
 static ilab_status cb_seq_fork(ilab_backend_t *b, ilab_seq_t p, ilab_seq_t *c)
 {
-    (void)p;
-    (void)c;
-    return fail(b, ILAB_UNSUPPORTED, "seq_fork: capability cache.fork not declared");
+    if (!cache_ops())
+        return fail(b, ILAB_UNSUPPORTED, "seq_fork: capability cache.fork not declared");
+    ilab_status st = enter(b, "seq_fork");
+    if (st == ILAB_OK) {
+        pthread_mutex_lock(&b->mu);
+        st = seq_fork(b, p, c);
+        pthread_mutex_unlock(&b->mu);
+    }
+    leave(b);
+    return st;
 }
 
 static ilab_status cb_seq_truncate(ilab_backend_t *b, ilab_seq_t h, int32_t n)
 {
-    (void)h;
-    (void)n;
-    return fail(b, ILAB_UNSUPPORTED, "seq_truncate: capability cache.truncate not declared");
+    if (!cache_ops())
+        return fail(b, ILAB_UNSUPPORTED, "seq_truncate: capability cache.truncate not declared");
+    ilab_status st = enter(b, "seq_truncate");
+    if (st == ILAB_OK) {
+        pthread_mutex_lock(&b->mu);
+        st = seq_truncate(b, h, n);
+        pthread_mutex_unlock(&b->mu);
+    }
+    leave(b);
+    return st;
 }
 
 static ilab_status cb_seq_length(ilab_backend_t *b, ilab_seq_t h, int32_t *len)
@@ -548,6 +744,18 @@ static ilab_status cb_cancel(ilab_backend_t *b, uint64_t id)
     return fail(b, ILAB_UNSUPPORTED, "cancel: capability cancel not declared");
 }
 
+static ilab_status cb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *out)
+{
+    ilab_status st = enter(b, "cache_stats");
+    if (st == ILAB_OK) {
+        pthread_mutex_lock(&b->mu);
+        st = cache_stats(b, out);
+        pthread_mutex_unlock(&b->mu);
+    }
+    leave(b);
+    return st;
+}
+
 static const ilab_backend_api_t api = {
     .struct_size = sizeof(ilab_backend_api_t),
     .probe = cb_probe,
@@ -566,14 +774,15 @@ static const ilab_backend_api_t api = {
     .eval = cb_eval,
     .generate = cb_generate,
     .cancel = cb_cancel,
+    .cache_stats = cb_cache_stats,
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = ILAB_ABI_MINOR,
+    .abi_minor = ABI_MINOR, /* the manifest's */
     .name = PLUGIN_NAME,
-    .version = "0.2.0",
+    .version = PLUGIN_VERSION,
     .manifest_yaml = manifest,
     .backend = &api,
 };

@@ -4,7 +4,8 @@ corpus, the reference torchlike's tokenizer must reproduce exactly.
 
 Run once with Debian's python3-sentencepiece (it is not needed by the build):
   /usr/bin/python3 tests/torchlike/make_tokenizer_expectations.py \
-      /work/shared/data/llama2-tokenizer/tokenizer.model tests/torchlike/data/tokenizer_expectations.tsv
+      <Llama 2 tokenizer.model> tests/torchlike/data/tokenizer_expectations.tsv
+(the SentencePiece model that llama2-tokenizer.bin was exported from).
 
 Each line: the text's UTF-8 bytes in hex, a tab, the ids (no BOS/EOS) separated by spaces.
 """

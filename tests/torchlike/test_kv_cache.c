@@ -5,9 +5,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "kv_cache.h"
 
@@ -90,29 +92,58 @@ static void test_truncate_releases_blocks(void **state)
     tl_kv_destroy(&kv);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One slot, reused 10,000 times: every handle it hands out is new (not just
+ * different from the first), and while the slot holds a live sequence no
+ * earlier handle reaches it. */
 static void test_handles_are_never_reused(void **state)
 {
     (void)state;
+    enum { N = 10000 };
     tl_kv_cache kv;
     assert_int_equal(tl_kv_init(&kv, 1, 4, 32, 2, 1), ILAB_OK);
-    uint64_t first, h;
-    assert_int_equal(tl_kv_seq_create(&kv, &first), ILAB_OK);
-    assert_int_not_equal(first, 0);
+    uint64_t *seen = malloc((N + 1) * sizeof *seen);
+    assert_non_null(seen);
+    uint64_t h;
+    assert_int_equal(tl_kv_seq_create(&kv, &seen[0]), ILAB_OK);
+    assert_int_not_equal(seen[0], 0);
     assert_int_equal(tl_kv_seq_create(&kv, &h), ILAB_OUT_OF_MEMORY); /* one slot */
-    tl_kv_seq_free(&kv, tl_kv_seq_get(&kv, first));
-    assert_null(tl_kv_seq_get(&kv, first));
-    for (int i = 0; i < 10000; i++) {
+    tl_kv_seq_free(&kv, tl_kv_seq_get(&kv, seen[0]));
+    assert_null(tl_kv_seq_get(&kv, seen[0]));
+    for (int i = 1; i <= N; i++) {
         assert_int_equal(tl_kv_seq_create(&kv, &h), ILAB_OK);
-        assert_int_not_equal(h, first);
+        assert_int_not_equal(h, 0);
+        seen[i] = h;
         tl_kv_sequence *s = tl_kv_seq_get(&kv, h);
         assert_non_null(s);
         append(&kv, s, 20, 1.0f);
+        if (i % 97 == 0) /* earlier handles stay stale while this one is live */
+            for (int k = 0; k < i; k += 13)
+                if (tl_kv_seq_get(&kv, seen[k]) != NULL)
+                    fail_msg("handle #%d (0x%llx) reaches the sequence of handle #%d", k,
+                             (unsigned long long)seen[k], i);
         tl_kv_seq_free(&kv, s);
         assert_null(tl_kv_seq_get(&kv, h));
     }
+    /* the slot is live again: none of the N + 1 handles reaches it */
+    assert_int_equal(tl_kv_seq_create(&kv, &h), ILAB_OK);
+    for (int k = 0; k <= N; k++)
+        assert_null(tl_kv_seq_get(&kv, seen[k]));
+    assert_non_null(tl_kv_seq_get(&kv, h));
+    tl_kv_seq_free(&kv, tl_kv_seq_get(&kv, h));
+    qsort(seen, N + 1, sizeof *seen, cmp_u64);
+    for (int k = 1; k <= N; k++)
+        if (seen[k] == seen[k - 1])
+            fail_msg("handle 0x%llx was handed out twice", (unsigned long long)seen[k]);
     assert_int_equal(tl_kv_blocks_in_use(&kv), 0);
     assert_null(tl_kv_seq_get(&kv, 0));
     assert_null(tl_kv_seq_get(&kv, 2));
+    free(seen);
     tl_kv_destroy(&kv);
 }
 
@@ -123,5 +154,5 @@ int main(void)
         cmocka_unit_test(test_truncate_releases_blocks),
         cmocka_unit_test(test_handles_are_never_reused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

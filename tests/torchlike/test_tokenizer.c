@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "ilab_skip.h"
 
 #include "tokenizer.h"
 
@@ -142,6 +143,19 @@ static void test_special_tokens_and_empty(void **state)
     /* A short buffer still reports the full count. */
     assert_int_equal(tl_tokenizer_encode(t, "hello world again", 17, 0, 0, ids, 1, &n), ILAB_OK);
     assert_true(n > 1);
+
+    /* The dummy-prefix space of the first word goes at the start of a text
+     * and after BOS alike; after another token it is the word's space. */
+    assert_int_equal(tl_tokenizer_encode(t, "hello world", 11, 1, 0, ids, 16, &n), ILAB_OK);
+    assert_true(n >= 3);
+    const char *p;
+    size_t k;
+    tl_tokenizer_piece(t, -1, ids[1], &p, &k);
+    assert_true(k == 5 && !memcmp(p, "hello", 5));
+    tl_tokenizer_piece(t, t->bos_id, ids[1], &p, &k);
+    assert_true(k == 5 && !memcmp(p, "hello", 5));
+    tl_tokenizer_piece(t, ids[2], ids[1], &p, &k);
+    assert_true(k == 6 && !memcmp(p, " hello", 6));
 }
 
 /* Invalid UTF-8 falls back to bytes and round-trips (TOK-5). */
@@ -244,7 +258,12 @@ static void test_corrupt_files(void **state)
     memcpy(bad, good, size);
     int32_t huge = 1 << 30;
     memcpy(bad + 4 + 4, &huge, 4); /* entry 0's length */
-    expect_load_error(bad, size, LLAMA_VOCAB, "entry 0");
+    expect_load_error(bad, size, LLAMA_VOCAB, "entry 0 has length 1073741824, outside");
+    /* A piece longer than the header's max_token_length (1 here). */
+    int32_t one = 1;
+    memcpy(bad, good, size);
+    memcpy(bad, &one, 4);
+    expect_load_error(bad, size, LLAMA_VOCAB, "outside 0..max_token_length (1)");
     int32_t zero = 0;
     memcpy(bad, good, size);
     memcpy(bad, &zero, 4);
@@ -268,5 +287,5 @@ int main(void)
         cmocka_unit_test(test_long_text_round_trips),
         cmocka_unit_test(test_corrupt_files),
     };
-    return cmocka_run_group_tests(tests, load_llama, free_llama);
+    return ilab_test_exit(cmocka_run_group_tests(tests, load_llama, free_llama));
 }

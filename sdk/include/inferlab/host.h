@@ -21,7 +21,8 @@ typedef enum ilab_log_level {
 } ilab_log_level;
 
 typedef struct ilab_host {
-    uint32_t struct_size; /* sizeof(ilab_host_t) as the host was built; read no member past it */
+    uint32_t struct_size; /* sizeof(ilab_host_t) as the host was built; read no member past it;
+                             a plugin that needs a missing member gives ILAB_ABI_MISMATCH [ABI-3] */
     uint32_t abi_major;   /* the host's ABI version */
     uint32_t abi_minor;
 

@@ -8,5 +8,6 @@
 #include "inferlab/backend.h"
 #include "inferlab/plugin.h"
 #include "inferlab/last_error.h"
+#include "inferlab/struct_size.h"
 
 #endif

@@ -72,7 +72,7 @@ static inline ilab_status ilab_last_error_set(ilab_last_error_t *e, ilab_status 
 }
 
 /* The body of a backend's last_error(): copy into caller-owned `buf`
- * (NUL-terminated, truncated to fit) and return the full length. `e` NULL
+ * (NUL-terminated, truncated to fit) and return the full length [ERR-4]. `e` NULL
  * (no instance) gives "". The lock is not logical state, hence the cast. */
 static inline size_t ilab_last_error_copy(const ilab_last_error_t *e, char *buf, size_t cap)
 {

@@ -1,14 +1,14 @@
 /* inferlab SDK — the bootstrap export.
  *
  * A plugin exports exactly one dynamic symbol, ILAB_PLUGIN_ENTRY_SYMBOL, a
- * const ilab_plugin_entry_t. Its first three fields never move in any ABI
+ * const ilab_plugin_entry_t [ABI-1, ABI-8]. Its first three fields never move in any ABI
  * version: the host reads them before trusting anything else. The linker
  * version script shipped with the SDK (plugin.map; the CMake function
  * inferlab_add_plugin applies it) hides every other symbol.
  *
  *     ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
  *         .struct_size = sizeof(ilab_plugin_entry_t),
- *         .abi_major = ILAB_ABI_MAJOR, .abi_minor = ILAB_ABI_MINOR,
+ *         .abi_major = ILAB_ABI_MAJOR, .abi_minor = 0,  // needs only ABI 1.0
  *         .name = "mybackend", .version = "0.1.0",
  *         .manifest_yaml = MANIFEST, .backend = &my_api,
  *     };
@@ -16,7 +16,14 @@
  * Versioning (negotiated by the host, not the plugin): the host refuses a
  * different major, and a minor newer than its own. Minors only append members
  * to size-prefixed structs; the host treats members past a struct's
- * struct_size as absent. */
+ * struct_size as absent [ABI-2, ABI-3]. The contract is docs/contract.md.
+ *
+ * abi_minor is the oldest host minor the plugin needs, not the SDK's: a
+ * plugin that uses nothing added after ABI 1.0 declares 0 (and `abi: 1.0`
+ * in its manifest) and loads in 1.0 hosts too; one that declares cache.stats
+ * needs 1.1. Minors so far:
+ *   1.0  the first table
+ *   1.1  cache_stats() and ilab_cache_stats_t (capability cache.stats) */
 #ifndef INFERLAB_PLUGIN_H
 #define INFERLAB_PLUGIN_H
 
@@ -29,7 +36,7 @@ extern "C" {
 #endif
 
 #define ILAB_ABI_MAJOR 1
-#define ILAB_ABI_MINOR 0
+#define ILAB_ABI_MINOR 1
 
 #define ILAB_PLUGIN_ENTRY_SYMBOL "ilab_plugin_entry"
 
@@ -48,7 +55,7 @@ typedef struct ilab_plugin_entry {
     /* Static strings owned by the plugin, valid while it is loaded. */
     const char *name;          /* [a-z0-9_]+, equals the manifest's name */
     const char *version;       /* semver, equals the manifest's version */
-    const char *manifest_yaml; /* the capability manifest (docs/manifest.md) */
+    const char *manifest_yaml; /* the capability manifest (docs/manifest.md) [ABI-5, ABI-6, ABI-9] */
 
     /* Static table owned by the plugin, valid while it is loaded. */
     const ilab_backend_api_t *backend;

@@ -1,0 +1,184 @@
+/* Fuzz target: the OpenAI request parsers, JSON body -> ilab_api_request,
+ * as POST /v1/completions and /v1/chat/completions run them.
+ *
+ * Input: a control byte (bit 0: chat or completions), then the body.
+ * Calls ilab_api_request_parse() and asserts:
+ *  - a refusal is a 4xx/5xx with a message, and leaves nothing allocated;
+ *  - an accepted request has every value inside the range docs/http-api.md
+ *    documents (temperature 0..2, top_p (0, 1], min_p 0..1,
+ *    repetition_penalty 0.01..10, presence_penalty and frequency_penalty
+ *    -2..2, top_k >= 0, n 1..8, max_tokens >= 1 or the
+ *    default, top_logprobs 0..20, at most 8 stop strings of the request's
+ *    own, none empty, token ids >= 0, stream_options only with stream);
+ *  - its text is what the body said, byte for byte: the prompt, each stop
+ *    string and the model are compared with an independent reading of the
+ *    JSON, and a chat prompt with this file's rendering of the documented
+ *    template (docs/chat-template.md; "developer" is rendered "system", a
+ *    message's "name" is not rendered). */
+#include <jansson.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "chat_template.h"
+#include "fuzz.h"
+#include "openai_request.h"
+
+static bool same_text(const char *got, json_t *want)
+{
+    return got && json_is_string(want) && strlen(got) == json_string_length(want) &&
+           !memcmp(got, json_string_value(want), json_string_length(want));
+}
+
+/* The documented template, written out again: "<role>: <content>\n" per
+ * message, then "assistant:". Returns false when a content is not text. */
+static bool render_reference(json_t *messages, char **out, size_t *out_len)
+{
+    size_t cap = 16, len = 0, i;
+    char *buf = malloc(cap);
+    json_t *m;
+#define APPEND(p, n)                                                       \
+    do {                                                                   \
+        size_t n_ = (n);                                                   \
+        if (len + n_ + 1 > cap) {                                          \
+            cap = 2 * (len + n_ + 1);                                      \
+            buf = realloc(buf, cap);                                       \
+            FUZZ_CHECK(buf, "oom");                                        \
+        }                                                                  \
+        memcpy(buf + len, (p), n_);                                        \
+        len += n_;                                                         \
+    } while (0)
+    FUZZ_CHECK(buf, "oom");
+    json_array_foreach(messages, i, m) {
+        json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+        if (!strcmp(json_string_value(role), "developer")) /* OpenAI's name for system */
+            APPEND("system", 6);
+        else
+            APPEND(json_string_value(role), json_string_length(role));
+        APPEND(": ", 2);
+        if (json_is_string(content)) {
+            APPEND(json_string_value(content), json_string_length(content));
+        } else {
+            size_t k;
+            json_t *part;
+            json_array_foreach(content, k, part) {
+                json_t *t = json_object_get(part, "text");
+                APPEND(json_string_value(t), json_string_length(t));
+            }
+        }
+        APPEND("\n", 1);
+    }
+    APPEND("assistant:", 10);
+#undef APPEND
+    *out = buf;
+    *out_len = len;
+    return true;
+}
+
+static void check_ranges(const ilab_api_request *r)
+{
+    const ilab_sampling_t *s = &r->sampling;
+    FUZZ_CHECK(s->struct_size == sizeof *s, "sampling struct_size %u", (unsigned)s->struct_size);
+    FUZZ_CHECK(s->temperature >= 0.0f && s->temperature <= 2.0f, "temperature %g", s->temperature);
+    FUZZ_CHECK(s->top_p > 0.0f && s->top_p <= 1.0f, "top_p %g", s->top_p);
+    FUZZ_CHECK(s->min_p >= 0.0f && s->min_p <= 1.0f, "min_p %g", s->min_p);
+    FUZZ_CHECK(s->repetition_penalty >= 0.01f && s->repetition_penalty <= 10.0f,
+               "repetition_penalty %g", s->repetition_penalty);
+    FUZZ_CHECK(s->top_k >= 0, "top_k %d", s->top_k);
+    FUZZ_CHECK(r->n >= 1 && r->n <= ILAB_SERVE_MAX_N, "n %d", r->n);
+    FUZZ_CHECK(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f, "presence_penalty %g",
+               s->presence_penalty);
+    FUZZ_CHECK(s->frequency_penalty >= -2.0f && s->frequency_penalty <= 2.0f,
+               "frequency_penalty %g", s->frequency_penalty);
+    if (r->kind == ILAB_API_COMPLETION)
+        FUZZ_CHECK(r->max_tokens >= 1, "max_tokens %d", r->max_tokens);
+    else
+        FUZZ_CHECK(r->max_tokens >= 0, "max_tokens %d", r->max_tokens);
+    FUZZ_CHECK(r->top_logprobs >= 0 && r->top_logprobs <= ILAB_SERVE_MAX_TOP_LOGPROBS,
+               "top_logprobs %d", r->top_logprobs);
+    FUZZ_CHECK(r->logprobs || r->top_logprobs == 0, "top_logprobs without logprobs");
+    FUZZ_CHECK(!r->include_usage || r->stream, "include_usage without stream");
+    size_t own = r->n_stop - (r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0);
+    FUZZ_CHECK(r->n_stop >= (r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0) &&
+                   own <= ILAB_SERVE_MAX_STOP, "%zu stop strings", r->n_stop);
+    for (size_t i = 0; i < r->n_stop; i++)
+        FUZZ_CHECK(r->stop[i] && r->stop[i][0], "stop[%zu] empty", i);
+    for (size_t i = 0; i < r->n_stop_token_ids; i++)
+        FUZZ_CHECK(r->stop_token_ids[i] >= 0, "stop_token_ids[%zu] = %d", i, r->stop_token_ids[i]);
+    FUZZ_CHECK(!r->prompt != !r->prompt_tokens, "both or neither of prompt and prompt tokens");
+    FUZZ_CHECK(!r->prompt_tokens || r->n_prompt_tokens > 0, "empty prompt token list");
+    for (size_t i = 0; i < r->n_prompt_tokens; i++)
+        FUZZ_CHECK(r->prompt_tokens[i] >= 0, "prompt token %d", r->prompt_tokens[i]);
+}
+
+static void check_text(const ilab_api_request *r, json_t *root)
+{
+    json_t *model = json_object_get(root, "model");
+    FUZZ_CHECK(json_is_string(model) ? same_text(r->model, model) : !r->model, "model");
+
+    /* A chat request's turn markers come first, then the body's own. */
+    json_t *stop = json_object_get(root, "stop");
+    size_t turn = r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0, n_own = 0;
+    for (size_t i = 0; i < turn; i++)
+        FUZZ_CHECK(i < r->n_stop && !strcmp(r->stop[i], ilab_chat_turn_stops[i]), "turn stop %zu", i);
+    if (json_is_string(stop)) {
+        FUZZ_CHECK(r->n_stop > turn && same_text(r->stop[turn], stop), "stop differs from the body");
+        n_own = 1;
+    } else if (json_is_array(stop)) {
+        size_t i;
+        json_t *s;
+        json_array_foreach(stop, i, s)
+            FUZZ_CHECK(turn + i < r->n_stop && same_text(r->stop[turn + i], s), "stop[%zu] differs", i);
+        n_own = json_array_size(stop);
+    }
+    FUZZ_CHECK(r->n_stop == n_own + turn, "%zu stop strings for %zu in the body", r->n_stop, n_own);
+
+    if (r->kind == ILAB_API_CHAT) {
+        char *want;
+        size_t want_len;
+        render_reference(json_object_get(root, "messages"), &want, &want_len);
+        FUZZ_CHECK(r->prompt && strlen(r->prompt) == want_len && !memcmp(r->prompt, want, want_len),
+                   "chat prompt is not the template's rendering");
+        free(want);
+        return;
+    }
+    json_t *prompt = json_object_get(root, "prompt");
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+        !json_is_integer(json_array_get(prompt, 0)))
+        prompt = json_array_get(prompt, 0);
+    if (json_is_string(prompt)) {
+        FUZZ_CHECK(same_text(r->prompt, prompt), "prompt differs from the body");
+        return;
+    }
+    FUZZ_CHECK(json_is_array(prompt) && r->n_prompt_tokens == json_array_size(prompt),
+               "prompt token count");
+    for (size_t i = 0; i < r->n_prompt_tokens; i++)
+        FUZZ_CHECK(r->prompt_tokens[i] == json_integer_value(json_array_get(prompt, i)),
+                   "prompt token %zu", i);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    ilab_api_kind kind = (data[0] & 1) ? ILAB_API_CHAT : ILAB_API_COMPLETION;
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+
+    ilab_api_request r;
+    ilab_api_error err;
+    memset(&err, 0, sizeof err);
+    bool ok = ilab_api_request_parse(kind, body, len, &r, &err);
+    if (!ok) {
+        FUZZ_CHECK(err.http_status >= 400 && err.http_status < 600, "status %u", err.http_status);
+        FUZZ_CHECK(err.message[0], "refusal without a message");
+        FUZZ_CHECK(!r.prompt && !r.stop && !r.model && !r.prompt_tokens, "refusal kept allocations");
+        return 0;
+    }
+    check_ranges(&r);
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+    FUZZ_CHECK(json_is_object(root), "accepted a body that is not a JSON object");
+    check_text(&r, root);
+    json_decref(root);
+    ilab_api_request_free(&r);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* Watching the server's connections from one thread of its own:
+ *
+ *  - the request-head deadline: a connection that has not delivered a
+ *    complete request head within `head_timeout` seconds of opening (or of
+ *    its previous response ending) is shut down, however slowly it trickles
+ *    bytes (libmicrohttpd's own timeout is an idle timeout, which every byte
+ *    resets);
+ *  - hang-ups while a response is being generated: libmicrohttpd does not
+ *    look at a suspended connection's socket, so the monitor polls it
+ *    (EPOLLRDHUP) and tells the owner at once, tokens flowing or not.
+ *
+ * The monitor never closes a socket: it shuts it down, and libmicrohttpd
+ * sees the end of stream and closes the connection itself. The connection's
+ * record is dropped on libmicrohttpd's CLOSED notification, which comes
+ * before the socket is closed, so the monitor never touches a reused fd. */
+#ifndef ILAB_SERVER_CONN_MONITOR_H
+#define ILAB_SERVER_CONN_MONITOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "inferlab/status.h"
+
+typedef struct ilab_conn_monitor ilab_conn_monitor;
+typedef struct ilab_conn ilab_conn; /* one per open connection; owned by the monitor */
+
+/* Called on the monitor thread, with the monitor's lock held, when a watched
+ * connection's peer hangs up: it must only flag and cancel (no blocking, no
+ * monitor calls). */
+typedef void (*ilab_conn_gone_fn)(void *ctx);
+
+ilab_status ilab_conn_monitor_start(double head_timeout_seconds, ilab_conn_monitor **out);
+/* Join the thread and free every record. After the HTTP daemon stopped. */
+void ilab_conn_monitor_stop(ilab_conn_monitor *m);
+
+/* libmicrohttpd's STARTED / CLOSED notifications (its threads). */
+ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd);
+void ilab_conn_closed(ilab_conn_monitor *m, ilab_conn *k);
+
+/* A request head arrived (the deadline stops) / its response ended (the
+ * deadline for the next head starts). */
+void ilab_conn_request_began(ilab_conn_monitor *m, ilab_conn *k);
+void ilab_conn_request_ended(ilab_conn_monitor *m, ilab_conn *k);
+
+/* Until ilab_conn_unwatch: call gone(ctx) once if the peer hangs up (at
+ * once if it already has), or when the connection closes. Returns the watch
+ * id, 0 when out of resources. */
+uint64_t ilab_conn_watch(ilab_conn_monitor *m, ilab_conn *k, ilab_conn_gone_fn gone,
+                         void *ctx);
+/* By id, because the record may be gone already (closed). After it returns,
+ * gone() is not running and will not run. */
+void ilab_conn_unwatch(ilab_conn_monitor *m, uint64_t watch_id);
+
+/* Connections shut down for missing the head deadline, so far. */
+uint64_t ilab_conn_monitor_head_timeouts(ilab_conn_monitor *m);
+
+#endif

@@ -1,0 +1,400 @@
+/* `inferlab serve` under abuse, over loopback with bounded counts:
+ *
+ *  - 1,000 connections that send part of a request head (some of them a
+ *    byte at a time) do not lock other clients out: /health and a short
+ *    completion still answer within 1 s, and at the head deadline every one
+ *    of those connections is closed;
+ *  - a per-client-address cap;
+ *  - a client that leaves cancels its request within a step, streamed or
+ *    not, while tokens are flowing;
+ *  - at the end of the shutdown grace period every in-flight request ends
+ *    "cancelled" and the process exits within grace + 1 s, status 0.
+ *
+ * Clients come from several loopback addresses (127.0.0.0/8 is all
+ * loopback on Linux) so that the per-address cap does not get in the way. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "ilab_skip.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_client.h"
+
+#ifndef PACED_PLUGIN_DIR
+#error "PACED_PLUGIN_DIR must name the directory holding paced_backend.so"
+#endif
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A non-blocking TCP connection to the server from 127.0.0.<src_host>. */
+static int connect_from(const test_server *s, int src_host)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in src = {.sin_family = AF_INET, .sin_port = 0};
+    src.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)src_host);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&src, sizeof src) ||
+        connect(fd, (struct sockaddr *)&dst, sizeof dst)) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+/* Has the server closed `fd` (EOF or reset)? Drains what it sent. */
+static bool closed_by_server(int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+}
+
+/* Seconds one GET or POST takes; -1 when it failed or did not give 200. */
+static double timed_call(const test_server *s, const char *path, const char *body)
+{
+    double t0 = now_s();
+    http_reply r;
+    bool ok = http_call(s, path, body, &r) && r.status == 200;
+    if (!ok)
+        fprintf(stderr, "%s -> %ld: %s\n", path, r.status, r.body ? r.body : "");
+    http_reply_free(&r);
+    return ok ? now_s() - t0 : -1;
+}
+
+static bool raise_fd_limit(rlim_t want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return false;
+    if (rl.rlim_cur >= want)
+        return true;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    return setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= want;
+}
+
+enum { N_IDLE = 1000, N_TRICKLE = 20, PER_SOURCE = 250 };
+
+static void test_idle_flood_does_not_starve(void **state)
+{
+    (void)state;
+    assert_true(raise_fd_limit(N_IDLE + 256));
+    test_server s;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "server.head_timeout_seconds=3",
+                          "--set", "server.max_connections_per_client=300", NULL};
+    assert_true(test_server_start(&s, args));
+    static int fds[N_IDLE];
+    int opened = 0;
+    /* Each sends the start of a request head and then nothing (idle), or,
+     * for the first N_TRICKLE, one more byte every 250 ms (slow). */
+    for (int i = 0; i < N_IDLE; i++) {
+        fds[i] = connect_from(&s, 2 + i / PER_SOURCE);
+        if (fds[i] < 0)
+            break;
+        opened++;
+        (void)!send(fds[i], "G", 1, MSG_NOSIGNAL);
+    }
+    assert_int_equal(opened, N_IDLE);
+    double t_opened = now_s();
+    sleep_ms(300); /* let the server accept them all */
+
+    double health = timed_call(&s, "/health", NULL);
+    double completion = timed_call(&s, "/v1/completions",
+                                   "{\"prompt\": \"x\", \"max_tokens\": 8, \"ignore_eos\": true}");
+    fprintf(stderr, "with %d idle connections: /health %.1f ms, completion %.1f ms\n", N_IDLE,
+            health * 1e3, completion * 1e3);
+    assert_true(health >= 0 && health < 1.0);
+    assert_true(completion >= 0 && completion < 1.0);
+
+    /* Trickle until past the 3 s head deadline; every connection must be
+     * closed by then (the trickling ones too: each byte resets an idle
+     * timeout, not the head deadline). */
+    static const char head[] = "ET /health HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaa";
+    int closed = 0;
+    bool is_closed[N_IDLE] = {false};
+    for (int round = 0; closed < N_IDLE && now_s() - t_opened < 3.0 + 1.5; round++) {
+        for (int i = 0; i < N_TRICKLE; i++)
+            if (!is_closed[i] && (size_t)round < sizeof head - 1)
+                (void)!send(fds[i], head + round, 1, MSG_NOSIGNAL);
+        sleep_ms(250);
+        for (int i = 0; i < N_IDLE; i++)
+            if (!is_closed[i] && closed_by_server(fds[i])) {
+                is_closed[i] = true;
+                closed++;
+                /* None may be closed long before the deadline. */
+                if (now_s() - t_opened < 2.5)
+                    fail_msg("connection %d closed %.2f s after opening, before the 3 s "
+                             "head deadline", i, now_s() - t_opened);
+            }
+    }
+    fprintf(stderr, "closed at the head deadline: %d of %d (%.2f s after opening)\n", closed,
+            N_IDLE, now_s() - t_opened);
+    assert_int_equal(closed, N_IDLE);
+    for (int i = 0; i < N_IDLE; i++)
+        close(fds[i]);
+    assert_true(metric_value(&s, "inferlab_http_head_timeouts_total") >= N_IDLE);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+static void test_per_client_cap(void **state)
+{
+    (void)state;
+    test_server s;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "server.max_connections_per_client=8", NULL};
+    assert_true(test_server_start(&s, args));
+    int fds[9];
+    for (int i = 0; i < 9; i++) {
+        fds[i] = connect_from(&s, 7);
+        assert_true(fds[i] >= 0);
+    }
+    sleep_ms(300);
+    /* The first eight stay open; the ninth from the same address is closed. */
+    for (int i = 0; i < 8; i++)
+        assert_false(closed_by_server(fds[i]));
+    assert_true(closed_by_server(fds[8]));
+    /* Other addresses are not affected. */
+    double health = timed_call(&s, "/health", NULL);
+    assert_true(health >= 0 && health < 1.0);
+    for (int i = 0; i < 9; i++)
+        close(fds[i]);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+/* --- cancellation ----------------------------------------------------------- */
+
+/* Send a POST by hand on a raw socket (so the test decides when to hang up). */
+static int post_raw(const test_server *s, const char *path, const char *body)
+{
+    int fd = connect_from(s, 1);
+    if (fd < 0)
+        return -1;
+    char req[1024];
+    int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     path, strlen(body), body);
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Hang up after `after_ms` and measure how long until the engine has
+ * cancelled the request. Returns the seconds, or -1 if it never did. */
+static double hang_up_and_time_cancel(const test_server *s, const char *body, long after_ms,
+                                      double *tokens_after)
+{
+    const char *cancelled = "inferlab_http_finished_total{reason=\"cancelled\"}";
+    double before = metric_value(s, cancelled);
+    double disc_before = metric_value(s, "inferlab_http_client_disconnects_total");
+    int fd = post_raw(s, "/v1/completions", body);
+    assert_true(fd >= 0);
+    /* Hang up only once the request is in the engine (on a loaded machine
+     * the head may take a while to be read), and tokens are flowing. */
+    bool running = false;
+    for (int i = 0; i < 1000 && !running; i++) {
+        running = metric_value(s, "inferlab_http_inflight_requests") >= 1;
+        if (!running)
+            sleep_ms(5);
+    }
+    assert_true(running);
+    sleep_ms(after_ms);
+    close(fd);
+    double t0 = now_s();
+    double took = -1;
+    for (int i = 0; i < 400; i++) {
+        if (metric_value(s, cancelled) >= before + 1) {
+            took = now_s() - t0;
+            break;
+        }
+        sleep_ms(5);
+    }
+    double tokens = metric_value(s, "inferlab:generation_tokens_total");
+    sleep_ms(200);
+    /* Nothing more is generated for it afterwards. */
+    *tokens_after = metric_value(s, "inferlab:generation_tokens_total") - tokens;
+    assert_true(metric_value(s, "inferlab_http_client_disconnects_total") >= disc_before + 1);
+    assert_true(metric_value(s, "inferlab_http_inflight_requests") == 0);
+    return took;
+}
+
+static void test_disconnect_cancels_within_a_step(void **state)
+{
+    (void)state;
+    test_server s;
+    /* 5 ms per step: 1,000 tokens would take 5 s. */
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "paced_backend.step_ms=5", NULL};
+    assert_true(test_server_start(&s, args));
+    const char *whole = "{\"prompt\": \"x\", \"max_tokens\": 1000, \"ignore_eos\": true}";
+    const char *streamed = "{\"prompt\": \"x\", \"max_tokens\": 1000, \"ignore_eos\": true, "
+                           "\"stream\": true}";
+    double extra;
+    double t_whole = hang_up_and_time_cancel(&s, whole, 50, &extra);
+    fprintf(stderr, "non-streamed: disconnect -> cancelled in %.1f ms\n", t_whole * 1e3);
+    assert_true(t_whole >= 0 && t_whole < 0.25);
+    assert_true(extra == 0);
+    double t_stream = hang_up_and_time_cancel(&s, streamed, 50, &extra);
+    fprintf(stderr, "streamed: disconnect -> cancelled in %.1f ms\n", t_stream * 1e3);
+    assert_true(t_stream >= 0 && t_stream < 0.25);
+    assert_true(extra == 0);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+/* --- shutdown ---------------------------------------------------------------- */
+
+typedef struct stream_buf {
+    char *data;
+    size_t len;
+} stream_buf;
+
+static size_t into_buf(char *data, size_t size, size_t nmemb, void *user)
+{
+    stream_buf *b = user;
+    size_t n = size * nmemb;
+    char *grown = realloc(b->data, b->len + n + 1);
+    if (!grown)
+        return 0;
+    b->data = grown;
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+static void test_grace_end_cancels_and_exits(void **state)
+{
+    (void)state;
+    test_server s;
+    /* 10 ms a step, 2,000 tokens: 20 s of work against a 1 s grace period. */
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "paced_backend.step_ms=10",
+                          "--set", "server.shutdown_grace_seconds=1", NULL};
+    assert_true(test_server_start(&s, args));
+    enum { N = 5 }; /* 4 streams and one whole response */
+    CURLM *m = curl_multi_init();
+    CURL *easy[N];
+    stream_buf out[N];
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/completions", s.base);
+    for (int i = 0; i < N; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS,
+                         i < N - 1 ? "{\"prompt\": \"x\", \"max_tokens\": 2000, "
+                                     "\"ignore_eos\": true, \"stream\": true}"
+                                   : "{\"prompt\": \"x\", \"max_tokens\": 2000, "
+                                     "\"ignore_eos\": true}");
+        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, into_buf);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &out[i]);
+        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 30L);
+        curl_multi_add_handle(m, easy[i]);
+    }
+    int running = 1;
+    double t_signal = 0;
+    for (int rounds = 0; running && rounds < 100000; rounds++) {
+        curl_multi_perform(m, &running);
+        bool all_streaming = true;
+        for (int i = 0; i < N - 1; i++)
+            all_streaming &= out[i].len > 0;
+        if (!t_signal && all_streaming) {
+            kill(s.pid, SIGTERM);
+            t_signal = now_s();
+        }
+        if (running)
+            curl_multi_poll(m, NULL, 0, 20, NULL);
+    }
+    assert_true(t_signal > 0);
+    for (int i = 0; i < N; i++) {
+        long status = 0;
+        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
+        assert_int_equal(status, 200);
+        assert_non_null(out[i].data);
+        if (i < N - 1) {
+            /* Ends with the cancelled chunk and [DONE]. */
+            assert_non_null(strstr(out[i].data, "\"finish_reason\":\"cancelled\""));
+            size_t n = strlen(out[i].data);
+            assert_true(n > 14 && !strcmp(out[i].data + n - 14, "data: [DONE]\n\n"));
+        } else {
+            json_error_t e;
+            json_t *j = json_loads(out[i].data, 0, &e);
+            assert_non_null(j);
+            json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+            assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")),
+                                "cancelled");
+            json_decref(j);
+        }
+        free(out[i].data);
+        curl_multi_remove_handle(m, easy[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_multi_cleanup(m);
+    int status = -1;
+    double exited = -1;
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(s.pid, &status, WNOHANG) == s.pid) {
+            exited = now_s() - t_signal;
+            break;
+        }
+        sleep_ms(5);
+    }
+    fprintf(stderr, "SIGTERM -> exit: %.2f s (grace 1 s)\n", exited);
+    assert_true(exited >= 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(exited < 1.0 + 1.0);
+    s.pid = 0;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idle_flood_does_not_starve),
+        cmocka_unit_test(test_per_client_cap),
+        cmocka_unit_test(test_disconnect_cancels_within_a_step),
+        cmocka_unit_test(test_grace_end_cancels_and_exits),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return ilab_test_exit(rc);
+}
