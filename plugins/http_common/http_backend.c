@@ -160,6 +160,14 @@ static ilab_status pick_model(const http_engine *e, const http_settings *s, json
                  e->label, s->base_url, m->id, e->plugin);
         return ILAB_UNAVAILABLE;
     }
+    /* model_info's max_context is the longest sequence one request can
+     * reach, so STR-3's count holds: SGLang keeps one position free */
+    if (m->max_context <= e->protocol->context_reserve) {
+        snprintf(reason, cap, "%s server at %s gives '%s' a context of %d tokens: no room to generate",
+                 e->label, s->base_url, m->id, m->max_context);
+        return ILAB_UNAVAILABLE;
+    }
+    m->max_context -= e->protocol->context_reserve;
     return ILAB_OK;
 }
 

@@ -31,8 +31,9 @@ typedef struct http_protocol {
     const char *detokenize_key;  /* member of /detokenize's answer holding the text */
     int tokenize_sends_model;    /* nonzero: /tokenize and /detokenize take "model" */
     /* Positions the engine keeps free past prompt + new tokens: it refuses a
-     * request with prompt + max_tokens > max_context - context_reserve
-     * (vLLM 0; SGLang 1: it wants the sum below its context length). */
+     * request with prompt + max_tokens > its context - context_reserve
+     * (vLLM 0; SGLang 1: it wants the sum below its context length).
+     * model_info's max_context is the engine's context minus this. */
     int32_t context_reserve;
     /* Build the streamed generation request body for `a` into `*out` (new
      * reference). A request the engine cannot honour is refused here:

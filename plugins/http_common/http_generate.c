@@ -103,7 +103,7 @@ static ilab_status fit_context(ilab_backend_t *b, http_gen_args *a, char *err, s
                  "length is %lld tokens", b->engine->plugin, (long long)n, (long long)ctx);
         return ILAB_CONTEXT_OVERFLOW;
     }
-    int64_t room = ctx - n - b->engine->protocol->context_reserve;
+    int64_t room = ctx - n; /* max_context already leaves the engine's reserve */
     a->max_tokens = room < a->req->max_tokens ? (int32_t)(room > 0 ? room : 0) : a->req->max_tokens;
     return ILAB_OK;
 }

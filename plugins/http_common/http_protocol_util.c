@@ -12,19 +12,6 @@ json_t *http_json_ids(const int32_t *ids, size_t n)
     return a;
 }
 
-json_t *http_json_strings(const char *const *s, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *v = s[i] ? json_string(s[i]) : NULL;
-        if (!v || json_array_append_new(a, v)) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
 float http_json_float(json_t *v, float dflt)
 {
     return json_is_number(v) ? (float)json_number_value(v) : dflt;

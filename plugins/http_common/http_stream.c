@@ -150,20 +150,28 @@ void http_stream_server_finished(http_stream *st, ilab_finish_reason reason, int
     st->stop_token = stop_token;
 }
 
-/* The first position from `from` where a stop string occurs, or SIZE_MAX. */
+/* Where the output is cut for a stop string, or SIZE_MAX when none occurs
+ * after `from` (STR-6): the occurrence that ends first, and of those ending
+ * there the longest. Each string's first occurrence is its earliest-ending
+ * one, so one memmem per string finds it. */
 static size_t find_stop(const http_stream *st, size_t from)
 {
-    size_t best = SIZE_MAX;
+    size_t best_end = SIZE_MAX, cut = SIZE_MAX;
     for (size_t i = 0; i < st->req->n_stop; i++) {
         const char *s = st->req->stop[i];
         size_t sl = s ? strlen(s) : 0;
         if (!sl || st->text_len - from < sl)
             continue;
         const char *hit = memmem(st->text + from, st->text_len - from, s, sl);
-        if (hit && (size_t)(hit - st->text) < best)
-            best = (size_t)(hit - st->text);
+        if (!hit)
+            continue;
+        size_t at = (size_t)(hit - st->text), end = at + sl;
+        if (end < best_end || (end == best_end && at < cut)) {
+            best_end = end;
+            cut = at;
+        }
     }
-    return best;
+    return cut;
 }
 
 /* How much of the text can go out now: not a tail that may begin a stop

@@ -6,8 +6,11 @@
  * the finish reason. The stream emits one TOKEN per token id; each chunk's
  * text rides on its last TOKEN, minus what must be held back: the bytes of
  * an unfinished UTF-8 code point and any tail that could still begin a stop
- * string. A stop string found in the text ends the stream (FINISH stop,
- * trimmed) whether or not the server noticed it; the token that made an
+ * string. Stop strings are matched here, by the contract's rule (STR-6:
+ * the occurrence that ends first), not by the engine, which is not told
+ * them: engines match in list order and trim the text, so the adapter
+ * could not see what the contract cuts. A stop string ends the stream with
+ * FINISH stop, the text cut, and the transfer dropped; the token that made an
  * engine stop (EOS, a stop token id) is not emitted. Usage is counted from
  * the events, so it always equals them. One stream per generate() call, on
  * that call's thread. */

@@ -1,5 +1,6 @@
 /* SGLang's native wire protocol: POST /generate with `input_ids` and
- * `sampling_params`, streamed (docs/adapters.md).
+ * `sampling_params`, streamed (docs/adapters.md). Stop strings are matched
+ * by the adapter (http_stream.h), not sent.
  *
  * Each chunk repeats the whole text so far, and its `output_ids` and
  * logprob lists are either the whole output so far or only the new part
@@ -18,13 +19,7 @@ static ilab_status encode(const http_gen_args *a, json_t **out, char *err, size_
 {
     const ilab_generate_request_t *r = a->req;
     const ilab_sampling_t *s = &a->sampling;
-    json_t *stop = http_json_strings(r->stop, r->n_stop);
-    if (!stop) {
-        snprintf(err, cap, "sglang_stub: a stop string is not valid UTF-8");
-        return ILAB_INVALID_ARGUMENT;
-    }
     if (s->seed > (uint64_t)INT64_MAX) {
-        json_decref(stop);
         snprintf(err, cap, "sglang_stub: seed %llu does not fit SGLang's signed 64-bit sampling_seed",
                  (unsigned long long)s->seed);
         return ILAB_INVALID_ARGUMENT;
@@ -38,7 +33,6 @@ static ilab_status encode(const http_gen_args *a, json_t **out, char *err, size_
     json_object_set_new(p, "repetition_penalty", json_real(s->repetition_penalty));
     json_object_set_new(p, "presence_penalty", json_real(s->presence_penalty));
     json_object_set_new(p, "frequency_penalty", json_real(s->frequency_penalty));
-    json_object_set_new(p, "stop", stop);
     json_object_set_new(p, "stop_token_ids", http_json_ids(r->stop_token_ids, r->n_stop_token_ids));
     json_object_set_new(p, "ignore_eos", json_boolean(r->ignore_eos));
     json_object_set_new(p, "skip_special_tokens", json_true());

@@ -2,7 +2,8 @@
  *
  * The prompt goes as token ids; every sampling field maps to one of the
  * OpenAI completions parameters or vLLM's extra parameters (top_k, min_p,
- * repetition_penalty, stop_token_ids, ignore_eos, seed). Token ids come back
+ * repetition_penalty, stop_token_ids, ignore_eos, seed); stop strings are
+ * matched by the adapter (http_stream.h), not sent. Token ids come back
  * per chunk in `token_ids` (return_token_ids) or, from older servers, as
  * "token_id:N" names in the logprobs (return_tokens_as_token_ids), so no
  * text is re-tokenized. */
@@ -24,11 +25,6 @@ static ilab_status encode(const http_gen_args *a, json_t **out, char *err, size_
                  (unsigned long long)s->seed);
         return ILAB_INVALID_ARGUMENT;
     }
-    json_t *stop = http_json_strings(r->stop, r->n_stop);
-    if (!stop) {
-        snprintf(err, cap, "vllm_stub: a stop string is not valid UTF-8");
-        return ILAB_INVALID_ARGUMENT;
-    }
     json_t *b = json_object();
     json_object_set_new(b, "model", json_string(a->model));
     json_object_set_new(b, "prompt", http_json_ids(r->prompt_tokens, r->n_prompt_tokens));
@@ -41,7 +37,6 @@ static ilab_status encode(const http_gen_args *a, json_t **out, char *err, size_
     json_object_set_new(b, "presence_penalty", json_real(s->presence_penalty));
     json_object_set_new(b, "frequency_penalty", json_real(s->frequency_penalty));
     json_object_set_new(b, "seed", json_integer((json_int_t)s->seed));
-    json_object_set_new(b, "stop", stop);
     json_object_set_new(b, "stop_token_ids", http_json_ids(r->stop_token_ids, r->n_stop_token_ids));
     json_object_set_new(b, "ignore_eos", json_boolean(r->ignore_eos));
     /* 0 = the sampled token's logprob only; the TOKEN event always has one */
@@ -49,7 +44,6 @@ static ilab_status encode(const http_gen_args *a, json_t **out, char *err, size_
     json_object_set_new(b, "return_tokens_as_token_ids", json_true());
     json_object_set_new(b, "return_token_ids", json_true());
     json_object_set_new(b, "skip_special_tokens", json_true());
-    json_object_set_new(b, "include_stop_str_in_output", json_false());
     json_object_set_new(b, "stream", json_true());
     json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
     *out = b;

@@ -170,6 +170,26 @@ static void vllm_stop_string_found_locally(void **state)
     assert_int_equal(e.n, 2);
 }
 
+/* STR-6's rule, not the engine's list order: the occurrence that ends
+ * first, of those the longest; also on the max_tokens-th token. */
+static void stop_string_contract_rule(void **state)
+{
+    static const char *const nested[2] = {"Paris", "ar"};   /* "ar" ends first */
+    static const char *const same_end[2] = {"is", "ris"};   /* both end at 's' */
+    static const char *const last[1] = {"ris"};
+    struct { const char *const *stop; size_t n; int32_t max_tokens; const char *text; } c[] = {
+        {nested, 2, 16, " P"}, {same_end, 2, 16, " Pa"}, {last, 1, 1, " Pa"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        ilab_generate_request_t req = request(c[i].stop, c[i].n, c[i].max_tokens);
+        events e = {0};
+        replay(&vllm_protocol, "vllm_stream_eos.sse", &req, -1, &e);
+        assert_string_equal(e.text, c[i].text);
+        assert_int_equal(e.reason, ILAB_FINISH_STOP);
+        assert_int_equal(e.n, 1); /* the token completing it is emitted, no later one */
+        assert_int_equal(e.completion_tokens, 1);
+    }
+}
+
 static void sglang_stop_string_held_back(void **state)
 {
     /* SGLang resends the whole text and shortens it when it trims a stop
@@ -258,6 +278,7 @@ int main(void)
         cmocka_unit_test(vllm_token_names_without_token_ids),
         cmocka_unit_test(vllm_callback_stop_and_local_length),
         cmocka_unit_test(vllm_stop_string_found_locally),
+        cmocka_unit_test(stop_string_contract_rule),
         cmocka_unit_test(sglang_stop_string_held_back),
         cmocka_unit_test(sglang_incremental_ids_and_eos),
         cmocka_unit_test(vllm_encoder),
