@@ -347,13 +347,18 @@ out:
 /* ERR-5: for every configuration key whose type the harness can violate,
  * values a plugin may reject — out of any sensible range for an int or a
  * float (-1, 0, +-1e9 / +-1e30), malformed for its type (which the host
- * never sends) — and one undeclared key. create() may accept a value;
+ * never sends), for a string empty, not UTF-8, a missing path or 4 KB long
+ * — and one undeclared key. create() may accept a value;
  * refusing it is INVALID_ARGUMENT with a message naming the key and *out
  * untouched, never UNAVAILABLE while probe() with the same values says OK,
  * never a crash. */
 static const char *const bad_int[] = {"-1", "0", "1000000000", "-1000000000", "12abc", ""};
 static const char *const bad_float[] = {"-1", "0", "1e30", "-1e30", "1.5x", ""};
 static const char *const bad_bool[] = {"maybe", ""};
+/* a string's valid values are the plugin's to know: empty, not UTF-8, a
+ * path that does not exist, and one longer than any path or URL buffer */
+static char long_string[4097];
+static const char *const bad_string[] = {"", "\xff\xfe\x80", "/nonexistent/conformance/value", long_string};
 static const char *const undeclared[] = {"1"};
 #define UNDECLARED_KEY "conformance_undeclared_key"
 
@@ -363,7 +368,12 @@ static const char *const *bad_values(ilab_config_type type, size_t *n)
     case ILAB_CONFIG_INT: *n = sizeof bad_int / sizeof *bad_int; return bad_int;
     case ILAB_CONFIG_FLOAT: *n = sizeof bad_float / sizeof *bad_float; return bad_float;
     case ILAB_CONFIG_BOOL: *n = sizeof bad_bool / sizeof *bad_bool; return bad_bool;
-    default: *n = 0; return NULL; /* a string's valid values are the plugin's to know */
+    case ILAB_CONFIG_STRING:
+        if (!long_string[0])
+            memset(long_string, 'x', sizeof long_string - 1);
+        *n = sizeof bad_string / sizeof *bad_string;
+        return bad_string;
+    default: *n = 0; return NULL;
     }
 }
 

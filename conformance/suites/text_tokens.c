@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define EVERY_ID_MAX 4096   /* ids checked one by one (byte-fallback ids come first) */
+#define ABOVE_SAMPLE 4096   /* and as many drawn from the ids above them */
 #define RANDOM_SEQUENCES 200
 
 bool conf_utf8_valid(const char *s, size_t n)
@@ -171,8 +172,28 @@ static bool partial_piece_replaced(conf_env *env, int32_t id, char *msg, size_t 
     return ok;
 }
 
+/* The ids looked at one by one: every id below EVERY_ID_MAX and, for a
+ * larger vocabulary, ABOVE_SAMPLE more drawn (seeded) from the rest, so no
+ * part of the vocabulary is never looked at. malloc'd; NULL out of memory. */
+static int32_t *ids_to_check(const conf_env *env, uint64_t salt, size_t *n)
+{
+    int32_t vocab = env->info.vocab_size;
+    int32_t low = vocab < EVERY_ID_MAX ? vocab : EVERY_ID_MAX;
+    size_t above = vocab > EVERY_ID_MAX ? ABOVE_SAMPLE : 0;
+    int32_t *ids = malloc(((size_t)low + above) * sizeof *ids);
+    if (!ids)
+        return NULL;
+    for (int32_t id = 0; id < low; id++)
+        ids[id] = id;
+    uint64_t rng = env->opt->seed * 37 + salt;
+    for (size_t k = 0; k < above; k++)
+        ids[(size_t)low + k] = EVERY_ID_MAX + (int32_t)(conf_splitmix64(&rng) % (uint64_t)(vocab - EVERY_ID_MAX));
+    *n = (size_t)low + above;
+    return ids;
+}
+
 /* TOK-4 (tokenizer: text): runs of whole tokens in the corpus; every id
- * up to EVERY_ID_MAX alone and after BOS. */
+ * up to EVERY_ID_MAX, and a sample above, alone and after BOS. */
 conf_result conf_tok4_whole_runs(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->tokenizer_text,
@@ -194,26 +215,36 @@ conf_result conf_tok4_whole_runs(conf_env *env, char *msg, size_t cap)
         if (!ok)
             goto out;
     }
-    int32_t v = env->info.vocab_size < EVERY_ID_MAX ? env->info.vocab_size : EVERY_ID_MAX;
+    size_t n_ids = 0;
+    int32_t *ids = ids_to_check(env, 4, &n_ids);
+    if (!ids) {
+        snprintf(msg, cap, "out of memory");
+        r = CONF_ERROR;
+        goto out;
+    }
     int32_t bos = env->info.bos_id;
-    for (int32_t id = 0; id < v; id++) {
+    for (size_t k = 0; k < n_ids; k++) {
+        int32_t id = ids[k];
         bool whole = false;
         if (!conf_whole_get(&w, id, &whole, msg, cap))
-            goto out;
+            goto out_ids;
         int32_t pair[2] = {bos, id};
         char what[48];
         snprintf(what, sizeof what, "token %d", id);
         if (!whole) {
             partial++;
             if (!partial_piece_replaced(env, id, msg, cap))
-                goto out;
+                goto out_ids;
         } else if (!conf_whole_runs_concatenate(&w, &id, 1, what, &runs, msg, cap) ||
                    (bos >= 0 && !conf_whole_runs_concatenate(&w, pair, 2, what, &runs, msg, cap)))
-            goto out;
+            goto out_ids;
     }
-    CONF_MSG("%zu runs of whole tokens concatenate (corpus, ids 0..%d alone and after BOS); %zu of those ids "
-             "are not whole and their pieces hold U+FFFD", runs, v - 1, partial);
+    CONF_MSG("%zu runs of whole tokens concatenate (corpus, %zu ids alone and after BOS: every id below %d, "
+             "the rest drawn above, seed %" PRIu64 "); %zu of those ids are not whole and their pieces hold U+FFFD",
+             runs, n_ids, EVERY_ID_MAX, env->opt->seed, partial);
     r = CONF_PASS;
+out_ids:
+    free(ids);
 out:
     conf_whole_free(&w);
     return r;
@@ -260,16 +291,17 @@ conf_result conf_tok10_valid_utf8(conf_env *env, char *msg, size_t cap)
     conf_whole w;
     if (!conf_whole_init(&w, env))
         return CONF_ERROR;
-    int32_t v = env->info.vocab_size < EVERY_ID_MAX ? env->info.vocab_size : EVERY_ID_MAX;
-    int32_t *partial = malloc((size_t)v * sizeof *partial);
+    size_t n_ids = 0;
+    int32_t *ids = ids_to_check(env, 10, &n_ids);
+    int32_t *partial = ids ? malloc(n_ids * sizeof *partial) : NULL;
     size_t n_partial = 0;
     conf_result r = CONF_FAIL;
-    for (int32_t id = 0; partial && id < v; id++) {
+    for (size_t k = 0; partial && k < n_ids; k++) {
         bool whole = false;
-        if (!conf_whole_get(&w, id, &whole, msg, cap))
+        if (!conf_whole_get(&w, ids[k], &whole, msg, cap))
             goto out;
         if (!whole)
-            partial[n_partial++] = id;
+            partial[n_partial++] = ids[k];
     }
     uint64_t rng = env->opt->seed * 31 + 10;
     int count = RANDOM_SEQUENCES * (env->opt->deep ? 10 : 1);
@@ -283,13 +315,14 @@ conf_result conf_tok10_valid_utf8(conf_env *env, char *msg, size_t cap)
             goto out;
     }
     if (partial) {
-        CONF_MSG("%d random id sequences (%zu ids of 0..%d not whole, 3 in 4 drawn from them) give valid UTF-8 "
-                 "(seed %" PRIu64 ")", count, n_partial, v - 1, env->opt->seed);
+        CONF_MSG("%d random id sequences (%zu of %zu ids looked at are not whole, 3 in 4 drawn from them) give "
+                 "valid UTF-8 (seed %" PRIu64 ")", count, n_partial, n_ids, env->opt->seed);
         r = CONF_PASS;
     } else
         r = CONF_ERROR;
 out:
     free(partial);
+    free(ids);
     conf_whole_free(&w);
     return r;
 }
