@@ -1,17 +1,23 @@
 #!/bin/sh
-# with_serve.sh INFERLAB [--stopped] [SERVE ARGS...] -- CMD [ARG...]: start
-# `INFERLAB serve SERVE ARGS --port 0` on loopback, wait until it listens
-# (10 s at most), then run CMD with every @URL@ in its arguments replaced by
-# the server's URL (and @PID@ by its process id); the server is stopped
-# afterwards, and the exit status is CMD's. --stopped: stop the server before CMD runs, so the URL is one where
-# nothing listens any more.
+# with_serve.sh INFERLAB [--stopped] [--as TOKEN] [SERVE ARGS...] -- CMD [ARG...]:
+# start `INFERLAB serve SERVE ARGS --port 0` on loopback, wait until it
+# listens (10 s at most), then run CMD with every @URL@ in its arguments
+# replaced by the server's URL (and @PID@ by its process id); the server is
+# stopped afterwards, and the exit status is CMD's. --stopped: stop the
+# server before CMD runs, so the URL is one where nothing listens any more.
+# --as TOKEN: replace TOKEN instead of @URL@, so that one with_serve.sh can
+# run inside another (a server in front of a server).
 inferlab=$1
 shift
 stopped=0
-if [ "$1" = "--stopped" ]; then
-    stopped=1
-    shift
-fi
+token=@URL@
+while :; do
+    case $1 in
+    --stopped) stopped=1; shift ;;
+    --as) token=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 dir=$(mktemp -d)
 pid=
 cleanup() {
@@ -58,7 +64,7 @@ fi
 for a do
     shift
     case $a in
-    *@URL@* | *@PID@*) a=$(printf '%s\n' "$a" | sed -e "s|@URL@|$url|g" -e "s|@PID@|$pid|g") ;;
+    *"$token"* | *@PID@*) a=$(printf '%s\n' "$a" | sed -e "s|$token|$url|g" -e "s|@PID@|$pid|g") ;;
     esac
     set -- "$@" "$a"
 done
