@@ -10,6 +10,7 @@
 
 #include "runtime/engine.h"
 #include "suite.h"
+#include "bytes.h"
 
 /* Where a UTF-8 decoder stands after some bytes: how many continuation
  * bytes the current code point still owes, and the range the next one must
@@ -69,6 +70,11 @@ typedef struct collector {
     utf8_state utf8;      /* the decoder after the text so far */
 } collector;
 
+static bool text_append(collector *c, conf_gen *g, const ilab_event_t *ev)
+{
+    return ilab_bytes_append(&g->text, &g->text_len, &c->text_cap, ev->text, ev->text_len);
+}
+
 static int on_event(void *user, const ilab_event_t *ev)
 {
     collector *c = user;
@@ -95,15 +101,8 @@ static int on_event(void *user, const ilab_event_t *ev)
             g->top_lp[i * CONF_GEN_TOPK + k] = have ? ev->top_logprobs[k].logprob : -INFINITY;
             g->top_id[i * CONF_GEN_TOPK + k] = have ? ev->top_logprobs[k].token : -1;
         }
-        if (ev->text && ev->text_len) {
-            if (g->text_len + ev->text_len + 1 > c->text_cap) {
-                c->text_cap = (g->text_len + ev->text_len + 1) * 2;
-                g->text = realloc(g->text, c->text_cap);
-            }
-            memcpy(g->text + g->text_len, ev->text, ev->text_len);
-            g->text_len += ev->text_len;
-            g->text[g->text_len] = '\0';
-        }
+        if (ev->text && ev->text_len && !text_append(c, g, ev))
+            ret = 1; /* out of memory: stop the stream rather than lose text */
         /* split: the previous event ended inside a code point that this
          * event's first byte continues (invalid bytes are not a split) */
         if (c->utf8.owed > 0 && ev->text && ev->text_len) {
@@ -129,14 +128,8 @@ static int on_event(void *user, const ilab_event_t *ev)
     } else if (ev->type == ILAB_EVENT_FINISH || ev->type == ILAB_EVENT_ERROR) {
         if (ev->type == ILAB_EVENT_FINISH && ev->text && ev->text_len) {
             /* held-back bytes ride on FINISH (STR-2) */
-            if (g->text_len + ev->text_len + 1 > c->text_cap) {
-                c->text_cap = (g->text_len + ev->text_len + 1) * 2;
-                g->text = realloc(g->text, c->text_cap);
-            }
-            memcpy(g->text + g->text_len, ev->text, ev->text_len);
-            g->text_len += ev->text_len;
-            g->text[g->text_len] = '\0';
-            g->finish_text_len = ev->text_len;
+            if (text_append(c, g, ev))
+                g->finish_text_len = ev->text_len;
         }
         g->n_terminal++;
         g->terminal = ev->type;

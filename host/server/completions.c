@@ -18,6 +18,7 @@
 #include "openai_response.h"
 #include "sglang_request.h"
 #include "sglang_response.h"
+#include "bytes.h"
 
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(7))
 
@@ -411,18 +412,7 @@ static ilab_pending_event *next_event(ilab_generation *g)
 
 static bool text_append(choice_state *c, const char *t, size_t n)
 {
-    if (c->text_len + n + 1 > c->text_cap) {
-        size_t cap = (c->text_len + n + 1) * 2 + 64;
-        char *grown = realloc(c->text, cap);
-        if (!grown)
-            return false;
-        c->text = grown;
-        c->text_cap = cap;
-    }
-    memcpy(c->text + c->text_len, t, n);
-    c->text_len += n;
-    c->text[c->text_len] = '\0';
-    return true;
+    return ilab_bytes_append(&c->text, &c->text_len, &c->text_cap, t, n);
 }
 
 /* SGLang's /generate: a TOKEN or FINISH event into the output so far (kept

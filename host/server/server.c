@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../runtime/metrics.h"
+#include "bytes.h"
 
 /* One request's own state (libmicrohttpd's per-request context): its body
  * as it arrives, and a deferred handler's continuation. */
@@ -154,18 +155,7 @@ static enum MHD_Result body_append(ilab_server *s, ilab_request_state *rs, const
         rs->too_large = true; /* keep reading (chunked bodies), keep nothing */
         return MHD_YES;
     }
-    if (rs->len + n + 1 > rs->cap) {
-        size_t cap = (rs->len + n + 1) * 2;
-        char *grown = realloc(rs->data, cap);
-        if (!grown)
-            return MHD_NO;
-        rs->data = grown;
-        rs->cap = cap;
-    }
-    memcpy(rs->data + rs->len, data, n);
-    rs->len += n;
-    rs->data[rs->len] = '\0';
-    return MHD_YES;
+    return ilab_bytes_append(&rs->data, &rs->len, &rs->cap, data, n) ? MHD_YES : MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+
 typedef struct pending_token {
     int32_t id;
     float logprob;
@@ -102,17 +104,8 @@ void http_stream_token(http_stream *st, int32_t token, float logprob, const ilab
 
 static void text_append(http_stream *st, const char *s, size_t n)
 {
-    if (st->text_len + n + 1 > st->text_cap) {
-        size_t cap = (st->text_len + n + 1) * 2;
-        char *t = realloc(st->text, cap);
-        if (!t)
-            return;
-        st->text = t;
-        st->text_cap = cap;
-    }
-    memcpy(st->text + st->text_len, s, n);
-    st->text_len += n;
-    st->text[st->text_len] = '\0';
+    /* out of memory: the text is short, which the stream shows, no crash */
+    (void)ilab_bytes_append(&st->text, &st->text_len, &st->text_cap, s, n);
 }
 
 void http_stream_text(http_stream *st, const char *text, size_t len)
