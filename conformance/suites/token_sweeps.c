@@ -203,8 +203,10 @@ static bool check_one(conf_env *env, conf_whole *whole, const char *s, size_t le
 static conf_result tok2_sweep(conf_env *env, conf_whole *whole, char *msg, size_t cap);
 static conf_result tok5_sweep(conf_env *env, conf_whole *whole, char *msg, size_t cap);
 
-/* TOK-2: every single byte, then seeded random valid UTF-8. */
-conf_result conf_tok2_sweep(conf_env *env, char *msg, size_t cap)
+/* Run `sweep` with the whole-token table a text tokenizer needs (NULL for
+ * a byte-exact one). */
+static conf_result with_whole(conf_env *env, conf_result (*sweep)(conf_env *, conf_whole *, char *, size_t),
+                              char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->tokenizer, "tokenizer");
     conf_whole text_form, *whole = NULL;
@@ -213,10 +215,16 @@ conf_result conf_tok2_sweep(conf_env *env, char *msg, size_t cap)
             return CONF_ERROR;
         whole = &text_form;
     }
-    conf_result r = tok2_sweep(env, whole, msg, cap);
+    conf_result r = sweep(env, whole, msg, cap);
     if (whole)
         conf_whole_free(whole);
     return r;
+}
+
+/* TOK-2: every single byte, then seeded random valid UTF-8. */
+conf_result conf_tok2_sweep(conf_env *env, char *msg, size_t cap)
+{
+    return with_whole(env, tok2_sweep, msg, cap);
 }
 
 static conf_result tok2_sweep(conf_env *env, conf_whole *whole, char *msg, size_t cap)
@@ -267,17 +275,7 @@ static conf_result tok2_sweep(conf_env *env, conf_whole *whole, char *msg, size_
 /* TOK-5: random byte strings: refused with a message, or round-tripped. */
 conf_result conf_tok5_sweep(conf_env *env, char *msg, size_t cap)
 {
-    CONF_SKIP_UNLESS(env->m->tokenizer, "tokenizer");
-    conf_whole text_form, *whole = NULL;
-    if (env->m->tokenizer_text) {
-        if (!conf_whole_init(&text_form, env))
-            return CONF_ERROR;
-        whole = &text_form;
-    }
-    conf_result r = tok5_sweep(env, whole, msg, cap);
-    if (whole)
-        conf_whole_free(whole);
-    return r;
+    return with_whole(env, tok5_sweep, msg, cap);
 }
 
 static conf_result tok5_sweep(conf_env *env, conf_whole *whole, char *msg, size_t cap)
