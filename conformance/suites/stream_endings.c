@@ -15,8 +15,11 @@ static bool streams(const conf_env *env)
 
 static bool same_stream(const conf_gen *a, const conf_gen *b)
 {
-    return a->n_tokens == b->n_tokens && memcmp(a->tokens, b->tokens, a->n_tokens * sizeof *a->tokens) == 0 &&
-           a->text_len == b->text_len && memcmp(a->text, b->text, a->text_len) == 0 && a->terminal == b->terminal &&
+    /* no token: no token array (memcmp may not be given NULL) */
+    return a->n_tokens == b->n_tokens &&
+           (!a->n_tokens || memcmp(a->tokens, b->tokens, a->n_tokens * sizeof *a->tokens) == 0) &&
+           a->text_len == b->text_len && (!a->text_len || memcmp(a->text, b->text, a->text_len) == 0) &&
+           a->terminal == b->terminal &&
            a->finish_reason == b->finish_reason && a->n_terminal == b->n_terminal &&
            a->after_terminal == b->after_terminal;
 }
