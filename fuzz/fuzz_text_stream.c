@@ -6,9 +6,10 @@
  * token a length byte (mod 16) and its bytes. Flag 0x80: the last token is
  * pushed as `final` (max_tokens reached); otherwise the stream is flushed.
  *
- * The reference is the plain definition: after each token, look for the
- * earliest occurrence of any stop string in the whole text so far; if there
- * is one, the output is the text before it and the stream ends. Otherwise
+ * The reference is the plain definition (STR-6): after each token, look
+ * for the shortest prefix of the whole text so far that holds an
+ * occurrence of any stop string; if there is one, the output is the text
+ * before the longest occurrence ending there and the stream ends. Otherwise
  * everything may be emitted except the longest suffix that is a proper
  * prefix of a stop string or an incomplete UTF-8 sequence (a lead byte
  * C2..F4 short of its continuation bytes). Asserted after every push:
@@ -60,15 +61,21 @@ static size_t utf8_tail(const unsigned char *s, size_t len)
     return 0;
 }
 
-/* Earliest position of any stop in text, or (size_t)-1. */
+/* Where the text is cut for a stop, or (size_t)-1 (docs/contract.md STR-6):
+ * the shortest prefix of the text that holds an occurrence of any stop,
+ * cut before the longest occurrence ending there. */
 static size_t find_stop(const buf *text, char *const *stops, size_t n_stop)
 {
-    for (size_t p = 0; p < text->len; p++)
+    for (size_t end = 1; end <= text->len; end++) {
+        size_t cut = (size_t)-1;
         for (size_t i = 0; i < n_stop; i++) {
             size_t sl = strlen(stops[i]);
-            if (sl && p + sl <= text->len && !memcmp(text->p + p, stops[i], sl))
-                return p;
+            if (sl && sl <= end && !memcmp(text->p + end - sl, stops[i], sl) && end - sl < cut)
+                cut = end - sl;
         }
+        if (cut != (size_t)-1)
+            return cut;
+    }
     return (size_t)-1;
 }
 
