@@ -151,17 +151,16 @@ static conf_result draws(conf_env *env, conf_gen_params *p, int32_t *counts, int
     return CONF_PASS;
 }
 
-conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
+/* SMP-4 at one temperature: `n` first tokens drawn with seeds seed.. follow
+ * softmax(logits / T) by a chi-square test at p < 0.0005. */
+static conf_result smp4_at(conf_env *env, float T, uint64_t seed, int n, char *msg, size_t cap)
 {
-    CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
-    enum { N = 400 };
-    const float T = 1.5f;
     int32_t v = env->info.vocab_size, prompt[PROMPT];
     conf_gen_params p;
     base(env, &p, prompt, 53);
     p.max_tokens = 1;
     p.sampling.temperature = T;
-    p.sampling.seed = env->opt->seed;
+    p.sampling.seed = seed;
     float *l = calloc((size_t)v, sizeof *l);
     int32_t *counts = calloc((size_t)v, sizeof *counts);
     double *prob = calloc((size_t)v, sizeof *prob);
@@ -176,45 +175,58 @@ conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
         sum += prob[i] = exp(((double)l[i] - mx) / T);
     for (int32_t i = 0; i < v; i++)
         prob[i] /= sum;
-    r = draws(env, &p, counts, N, msg, cap);
+    r = draws(env, &p, counts, n, msg, cap);
     if (r != CONF_PASS)
         goto out;
-    conf_chi_square cs = conf_chi_square_by_token(counts, prob, v, N);
+    conf_chi_square cs = conf_chi_square_by_token(counts, prob, v, n);
     double chi = cs.chi, rest_e = cs.rest_expected, rest_o = cs.rest_observed;
     int bins = cs.bins;
     /* The rare tokens pooled into one bin when it is big enough. Unlike
      * SMP-5's reference (sampling_ref.c), every token has weight under a
      * plain softmax, so a few draws on them are expected: only many more
      * than that fail. */
+    r = CONF_FAIL;
     if (rest_e >= 5) {
         chi += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
         bins++;
     } else if (rest_o > 5 + 4 * rest_e) {
-        CONF_MSG("%.0f draws landed on tokens whose total expected count is %.2f (T=%.1f, seed %llu)", rest_o,
-                 rest_e, (double)T, (unsigned long long)env->opt->seed);
-        r = CONF_FAIL;
+        CONF_MSG("T=%.1f: %.0f draws landed on tokens whose total expected count is %.2f (seed %llu)", (double)T,
+                 rest_o, rest_e, (unsigned long long)seed);
         goto out;
     }
     int df = bins - 1;
-    if (df >= 1) {
-        double crit = conf_chi_square_quantile(df, 3.09); /* p < 0.001 */
-        if (chi > crit) {
-            CONF_MSG("sampled first tokens do not follow softmax(logits/%.1f): chi-square %.1f > %.1f (df %d, p<0.001, %d draws, seed %llu)",
-                     (double)T, chi, crit, df, N, (unsigned long long)env->opt->seed);
-            r = CONF_FAIL;
-            goto out;
-        }
-        CONF_MSG("chi-square %.1f, df %d, critical %.1f (seed %llu)", chi, df, crit, (unsigned long long)env->opt->seed);
-    } else {
-        CONF_MSG("distribution is concentrated on one token; counts checked only (seed %llu)",
-                 (unsigned long long)env->opt->seed);
+    double crit = df >= 1 ? conf_chi_square_quantile(df, 3.29) : 0; /* p < 0.0005 */
+    if (df >= 1 && chi > crit) {
+        CONF_MSG("sampled first tokens do not follow softmax(logits/%.1f): chi-square %.1f > %.1f (df %d, "
+                 "p<0.0005, %d draws, seed %llu)", (double)T, chi, crit, df, n, (unsigned long long)seed);
+        goto out;
     }
+    CONF_MSG("T=%.1f: chi-square %.1f, df %d, critical %.1f", (double)T, chi, df, crit);
     r = CONF_PASS;
 out:
     free(l);
     free(counts);
     free(prob);
     return r;
+}
+
+/* SMP-4: a temperature below 1 and one above, each its own draws (the two
+ * tests share p < 0.001 between them). A temperature applied wrongly in
+ * one direction only (squared, inverted, clamped) shows at one of them. */
+conf_result conf_smp4_distribution(conf_env *env, char *msg, size_t cap)
+{
+    CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    enum { N = 600 };
+    static const float temps[2] = {0.5f, 1.5f};
+    char each[2][CONF_MSG_CAP / 2];
+    for (int k = 0; k < 2; k++) {
+        conf_result r = smp4_at(env, temps[k], env->opt->seed + (uint64_t)k * N, N, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        snprintf(each[k], sizeof each[k], "%s", msg);
+    }
+    CONF_MSG("%s; %s (%d draws each, seed %llu)", each[0], each[1], N, (unsigned long long)env->opt->seed);
+    return CONF_PASS;
 }
 
 typedef struct ranked {
