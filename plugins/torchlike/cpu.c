@@ -77,18 +77,7 @@ void tl_cpu_allow_avxvnni(int allow)
 
 int tl_cpu_f32_stream_256(void)
 {
-    static int amd = -1;
-    if (f32_stream_256 >= 0)
-        return f32_stream_256;
-    if (amd < 0) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        amd = __builtin_cpu_is("amd") ? 1 : 0;
-#else
-        amd = 0;
-#endif
-    }
-    return amd;
+    return f32_stream_256 >= 0 ? f32_stream_256 : 1;
 }
 
 void tl_cpu_set_f32_stream_256(int choice)

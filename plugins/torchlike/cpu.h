@@ -33,10 +33,12 @@ int tl_cpu_avxvnni(void);
 void tl_cpu_allow_avxvnni(int allow);
 
 /* Whether the AVX-512 levels stream fp32 weights with the 256-bit copy of
- * the single-token kernel. Measured in bench/decode: 512-bit loads were
- * faster on Intel Sapphire Rapids (15.1 against 14.5 tok/s at 110M) and
- * slower on AMD Zen 5 (2-15% in five paired runs), so by default AMD CPUs
- * take the 256-bit copy. tl_cpu_set_f32_stream_256(-1) restores that
+ * the single-token kernel. Measured in bench/decode at 110M, 1 thread:
+ * 512-bit loads were 4% faster on one Intel Sapphire Rapids guest (15.1
+ * against 14.5 tok/s), 2-15% slower on AMD Zen 5 (five paired runs) and
+ * 7-15% slower on another Intel Xeon guest (family 6 model 167, three
+ * runs: 25.5-26.5 against 27.6-30.1 tok/s). So the 256-bit copy is the
+ * default on every CPU; tl_cpu_set_f32_stream_256(-1) restores that
  * default, 0 or 1 forces it (tests run both). */
 int tl_cpu_f32_stream_256(void);
 void tl_cpu_set_f32_stream_256(int choice);
