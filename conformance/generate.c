@@ -68,6 +68,8 @@ typedef struct collector {
     size_t cap_tokens;
     size_t text_cap;
     utf8_state utf8;      /* the decoder after the text so far */
+    uint64_t id;          /* the request's id, when check_id */
+    bool check_id;        /* generate(): every event must carry `id` (STR-1) */
 } collector;
 
 static bool text_append(collector *c, conf_gen *g, const ilab_event_t *ev)
@@ -81,6 +83,8 @@ static int on_event(void *user, const ilab_event_t *ev)
     conf_gen *g = c->g;
     pthread_mutex_lock(&c->mu);
     int ret = 0;
+    if (c->check_id && ev->request_id != c->id)
+        g->wrong_id++;
     if (g->n_terminal > 0) {
         g->after_terminal++;
     } else if (ev->type == ILAB_EVENT_TOKEN) {
@@ -237,6 +241,8 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
         req.struct_size = sizeof req;
         req.request_id = k.id = p->request_id ? p->request_id : __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
         c.id_known = true;
+        c.id = req.request_id;
+        c.check_id = true;
         req.prompt_tokens = p->prompt;
         req.n_prompt_tokens = p->n_prompt;
         req.sampling = &p->sampling;

@@ -264,6 +264,7 @@ typedef struct conf_gen {
     int n_terminal;           /* FINISH + ERROR events seen */
     int after_terminal;       /* events after the first terminal */
     int bad_type;             /* events with an unknown type */
+    int wrong_id;             /* events whose request_id is not the request's (generate() only) */
     bool split_utf8;          /* a TOKEN text ended inside a code point */
     ilab_event_type terminal;
     ilab_finish_reason finish_reason;

@@ -45,6 +45,35 @@ conf_result conf_err1_closed(conf_env *env, char *msg, size_t cap)
     ilab_seq_t child;
     st = a->seq_fork(env->be, (ilab_seq_t)0xdeadbeefull, &child);
     if (!closed(env, st, "seq_fork(never-issued handle)", msg, cap)) return CONF_FAIL;
+    /* argument errors on a live sequence, where a plugin's checks differ
+     * from its handle lookup */
+    ilab_seq_t s = ILAB_SEQ_NONE;
+    if (env->m->logits == ILAB_LOGITS_FULL && a->seq_create(env->be, &s) == ILAB_OK) {
+        bool ok = true;
+        if (env->m->cache_truncate) {
+            st = a->seq_truncate(env->be, s, -1);
+            ok = st != ILAB_OK && closed(env, st, "seq_truncate(live sequence, -1)", msg, cap);
+            if (ok) {
+                st = a->seq_truncate(env->be, s, 1);
+                ok = st != ILAB_OK && closed(env, st, "seq_truncate(empty sequence, 1)", msg, cap);
+            }
+        }
+        if (ok && env->m->cache_fork) {
+            st = a->seq_fork(env->be, s, NULL);
+            ok = st != ILAB_OK && closed(env, st, "seq_fork(live sequence, NULL)", msg, cap);
+        }
+        if (ok) {
+            st = a->seq_length(env->be, s, NULL);
+            ok = st != ILAB_OK && closed(env, st, "seq_length(live sequence, NULL)", msg, cap);
+        }
+        a->seq_free(env->be, s);
+        if (!ok) {
+            if (st == ILAB_OK)
+                CONF_MSG("a call with an invalid argument on a live sequence returned OK (the error paths above "
+                         "each name the call)");
+            return CONF_FAIL;
+        }
+    }
     char reason[256];
     st = a->probe(ilab_host_services(), env->config, env->n_config, reason, sizeof reason);
     if ((int)st < 0 || (int)st >= ILAB_STATUS_COUNT) {

@@ -90,14 +90,18 @@ conf_result conf_smp2_seed(conf_env *env, char *msg, size_t cap)
     base(env, &p, prompt, 51);
     p.sampling.temperature = 1.0f;
     p.sampling.top_p = 0.95f;
-    p.sampling.seed = env->opt->seed;
-    conf_result r = tokens_of(env, &p, a, &na, msg, cap);
-    if (r == CONF_PASS)
-        r = tokens_of(env, &p, b, &nb, msg, cap);
-    if (r != CONF_PASS)
-        return r;
-    CONF_CHECK(same(a, na, b, nb), "seed %llu, temperature 1, top_p 0.95 gave different tokens twice",
-               (unsigned long long)env->opt->seed);
+    /* the run's seed, and 0 and 1: every seed is a seed (none means "pick one") */
+    const uint64_t seeds[3] = {env->opt->seed, 0, 1};
+    for (int k = 0; k < 3; k++) {
+        p.sampling.seed = seeds[k];
+        conf_result r = tokens_of(env, &p, a, &na, msg, cap);
+        if (r == CONF_PASS)
+            r = tokens_of(env, &p, b, &nb, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        CONF_CHECK(same(a, na, b, nb), "seed %llu, temperature 1, top_p 0.95 gave different tokens twice",
+                   (unsigned long long)seeds[k]);
+    }
     return CONF_PASS;
 }
 

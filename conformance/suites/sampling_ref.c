@@ -336,6 +336,7 @@ typedef struct dist_case {
     int32_t top_k;
     float top_p, min_p;
     int boundary_sign; /* +1 / -1: top_k placed at a penalised token of that sign */
+    float presence, frequency; /* over the output only: none yet at the first token */
 } dist_case;
 
 typedef struct ranked {
@@ -401,6 +402,8 @@ static ilab_sampling_t case_sampling(const dist_case *c)
     s.top_k = c->top_k;
     s.top_p = c->top_p;
     s.min_p = c->min_p;
+    s.presence_penalty = c->presence;
+    s.frequency_penalty = c->frequency;
     return s;
 }
 
@@ -570,20 +573,23 @@ conf_result conf_smp5_reference(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
     static const dist_case cases[] = {
-        {1.0f, 2.0f, 0, 1.0f, 0.0f, 0},    /* the repetition penalty, both signs, over the prompt */
-        {1.0f, 0.6f, 0, 1.0f, 0.0f, 0},
+        {1.0f, 2.0f, 0, 1.0f, 0.0f, 0, 0, 0},    /* the repetition penalty, both signs, over the prompt */
+        {1.0f, 0.6f, 0, 1.0f, 0.0f, 0, 0, 0},
         /* the sign rule at a top-k boundary, a temperature high enough that
          * the tokens next to it are drawn */
-        {10.0f, 2.0f, 0, 1.0f, 0.0f, -1},
-        {10.0f, 0.5f, 0, 1.0f, 0.0f, -1},
-        {10.0f, 2.0f, 0, 1.0f, 0.0f, +1},
-        {10.0f, 0.5f, 0, 1.0f, 0.0f, +1},
-        {0.7f, 1.0f, 12, 1.0f, 0.0f, 0},   /* top-k */
-        {1.3f, 1.0f, 0, 0.7f, 0.0f, 0},    /* top-p over the whole vocabulary */
-        {0.8f, 1.0f, 30, 0.85f, 0.0f, 0},  /* top-p over what top-k left */
-        {0.5f, 1.0f, 0, 1.0f, 0.05f, 0},   /* min-p after a sharpening temperature */
-        {1.8f, 1.0f, 0, 1.0f, 0.15f, 0},   /* ... and after a flattening one */
-        {1.2f, 1.4f, 40, 0.9f, 0.03f, 0},  /* everything at once */
+        {10.0f, 2.0f, 0, 1.0f, 0.0f, -1, 0, 0},
+        {10.0f, 0.5f, 0, 1.0f, 0.0f, -1, 0, 0},
+        {10.0f, 2.0f, 0, 1.0f, 0.0f, +1, 0, 0},
+        {10.0f, 0.5f, 0, 1.0f, 0.0f, +1, 0, 0},
+        {0.7f, 1.0f, 12, 1.0f, 0.0f, 0, 0, 0},   /* top-k */
+        {1.3f, 1.0f, 0, 0.7f, 0.0f, 0, 0, 0},    /* top-p over the whole vocabulary */
+        {0.8f, 1.0f, 30, 0.85f, 0.0f, 0, 0, 0},  /* top-p over what top-k left */
+        {0.5f, 1.0f, 0, 1.0f, 0.05f, 0, 0, 0},   /* min-p after a sharpening temperature */
+        {1.8f, 1.0f, 0, 1.0f, 0.15f, 0, 0, 0},   /* ... and after a flattening one */
+        {1.2f, 1.4f, 40, 0.9f, 0.03f, 0, 0, 0},  /* everything at once */
+        /* presence and frequency count output tokens only: the first
+         * token's distribution is the plain one */
+        {1.0f, 1.0f, 0, 1.0f, 0.0f, 0, 1.5f, 1.0f},
     };
     enum { PROMPT = 16 };
     /* the plugin's own sampler is under test: many draws; the host
@@ -641,10 +647,10 @@ conf_result conf_smp6_raw_logprob(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
     static const dist_case cases[] = {
-        {0.0f, 1.0f, 0, 1.0f, 0.0f, 0},
-        {0.0f, 1.6f, 0, 1.0f, 0.0f, 0},
-        {0.6f, 1.3f, 20, 0.9f, 0.0f, 0},
-        {1.7f, 1.0f, 0, 1.0f, 0.1f, 0},
+        {0.0f, 1.0f, 0, 1.0f, 0.0f, 0, 0, 0},
+        {0.0f, 1.6f, 0, 1.0f, 0.0f, 0, 0, 0},
+        {0.6f, 1.3f, 20, 0.9f, 0.0f, 0, 0, 0},
+        {1.7f, 1.0f, 0, 1.0f, 0.1f, 0, 0, 0},
     };
     enum { PROMPT = 12, STEPS = 12 };
     int32_t v = env->info.vocab_size;

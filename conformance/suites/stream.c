@@ -30,6 +30,10 @@ static bool grammar_ok(const conf_gen *g, const char *what, char *msg, size_t ca
                  g->terminal == ILAB_EVENT_FINISH ? "FINISH" : "ERROR");
         return false;
     }
+    if (g->wrong_id) {
+        snprintf(msg, cap, "%s: %d event(s) without the request's request_id", what, g->wrong_id);
+        return false;
+    }
     return true;
 }
 
@@ -41,8 +45,12 @@ conf_result conf_str1_grammar(conf_env *env, char *msg, size_t cap)
     conf_gen_params gp;
     conf_gen_params_default(&gp, p, PROMPT);
     gp.max_tokens = 12;
-    const char *cases[3] = {"greedy, 12 tokens", "cancelled from the callback", "temperature 1, EOS allowed"};
-    for (int i = 0; i < 3; i++) {
+    const char *cases[4] = {"greedy, 12 tokens", "cancelled from the callback", "temperature 1, EOS allowed",
+                            "refused (a prompt id = vocab_size): one ERROR"};
+    int32_t bad = env->info.vocab_size;
+    /* the plugin itself refuses only what generate() is given */
+    int n_cases = env->m->sampling == ILAB_SAMPLING_BACKEND ? 4 : 3;
+    for (int i = 0; i < n_cases; i++) {
         if (i == 1) {
             gp.ignore_eos = true;
             gp.cancel_after_tokens = 2;
@@ -50,9 +58,12 @@ conf_result conf_str1_grammar(conf_env *env, char *msg, size_t cap)
             gp.cancel_after_tokens = 0;
             gp.sampling.temperature = 1.0f;
             gp.sampling.seed = env->opt->seed;
+        } else if (i == 3) {
+            gp.prompt = &bad;
+            gp.n_prompt = 1;
         }
         conf_gen g;
-        conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
+        conf_result r = i == 3 ? conf_generate(env, &gp, &g, msg, cap) : conf_stream_run(env, &gp, &g, msg, cap);
         if (r != CONF_PASS)
             return r;
         bool ok = grammar_ok(&g, cases[i], msg, cap);
@@ -232,18 +243,24 @@ conf_result conf_str5_usage(conf_env *env, char *msg, size_t cap)
     NEED_STREAM();
     int32_t p[PROMPT + 3];
     conf_prompt_tokens(env, env->opt->seed + 44, p, PROMPT + 3);
-    conf_gen_params gp;
-    conf_gen_params_default(&gp, p, PROMPT + 3);
-    gp.max_tokens = 5;
-    conf_gen g;
-    conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
-    if (r != CONF_PASS)
-        return r;
-    uint32_t pt = g.prompt_tokens, ct = g.completion_tokens;
-    size_t n = g.n_tokens;
-    conf_gen_free(&g);
-    CONF_CHECK(pt == PROMPT + 3, "usage.prompt_tokens %u, the prompt had %d tokens", pt, PROMPT + 3);
-    CONF_CHECK(ct == n, "usage.completion_tokens %u, the stream had %zu TOKEN events", ct, n);
+    /* plain ids, then the same prompt after BOS: every id counts */
+    for (int with_bos = 0; with_bos < (env->info.bos_id >= 0 ? 2 : 1); with_bos++) {
+        if (with_bos)
+            p[0] = env->info.bos_id;
+        conf_gen_params gp;
+        conf_gen_params_default(&gp, p, PROMPT + 3);
+        gp.max_tokens = 5;
+        conf_gen g;
+        conf_result r = conf_stream_run(env, &gp, &g, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        uint32_t pt = g.prompt_tokens, ct = g.completion_tokens;
+        size_t n = g.n_tokens;
+        conf_gen_free(&g);
+        CONF_CHECK(pt == PROMPT + 3, "usage.prompt_tokens %u, the prompt%s had %d tokens", pt,
+                   with_bos ? " (starting with BOS)" : "", PROMPT + 3);
+        CONF_CHECK(ct == n, "usage.completion_tokens %u, the stream had %zu TOKEN events", ct, n);
+    }
     return str5_every_ending(env, msg, cap);
 }
 

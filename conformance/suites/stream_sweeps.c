@@ -23,9 +23,9 @@ static bool streams_at_all(conf_env *env)
 static bool stream_ok(conf_env *env, const conf_gen_params *p, const conf_gen *g, const char *what, char *msg,
                       size_t cap)
 {
-    if (g->n_terminal != 1 || g->after_terminal || g->bad_type) {
-        CONF_MSG("%s: %d terminal event(s), %d event(s) after it, %d of unknown type (STR-1)", what,
-                 g->n_terminal, g->after_terminal, g->bad_type);
+    if (g->n_terminal != 1 || g->after_terminal || g->bad_type || g->wrong_id) {
+        CONF_MSG("%s: %d terminal event(s), %d event(s) after it, %d of unknown type, %d without the request's "
+                 "request_id (STR-1)", what, g->n_terminal, g->after_terminal, g->bad_type, g->wrong_id);
         return false;
     }
     if (g->terminal == ILAB_EVENT_ERROR) {

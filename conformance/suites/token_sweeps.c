@@ -394,6 +394,16 @@ static bool sweep(conf_env *env, const char *name, buffer_call_fn call, const vo
                   size_t need, size_t unit, bool nul, char *msg, size_t cap)
 {
     size_t max = need + 2, room = (max + GUARD) * unit;
+    /* the size query: a NULL buffer with capacity 0 answers as capacity 0 */
+    size_t qsize = (size_t)-7;
+    ilab_status qst = call(env, arg, NULL, 0, &qsize);
+    bool q_fits = nul ? false : need == 0;
+    if (qst != (q_fits ? ILAB_OK : ILAB_BUFFER_TOO_SMALL) || qsize != need) {
+        CONF_MSG("%s as a size query (NULL, capacity 0; needs %zu%s) returned %s and size %zu; want %s and %zu",
+                 name, need, nul ? " + NUL" : "", ilab_status_name(qst), qsize == (size_t)-7 ? 0 : qsize,
+                 q_fits ? "OK" : "BUFFER_TOO_SMALL", need);
+        return false;
+    }
     unsigned char *buf = malloc(room);
     for (size_t c = 0; c <= need + 1; c++) {
         memset(buf, CANARY, room);
@@ -516,6 +526,25 @@ conf_result conf_tok7_sweep(conf_env *env, char *msg, size_t cap)
         if (!ok)
             return CONF_FAIL;
     }
+    /* empty text still needs room for its NUL: BOS, EOS, no ids at all */
+    int32_t specials[2] = {env->info.bos_id, env->info.eos_id};
+    for (int k = 0; k < 3; k++) {
+        ids_arg ia = {specials, 0};
+        if (k < 2 && specials[k] < 0)
+            continue;
+        if (k < 2)
+            ia = (ids_arg){&specials[k], 1};
+        char name[64];
+        snprintf(name, sizeof name, "detokenize(%s)", k == 0 ? "[BOS]" : k == 1 ? "[EOS]" : "no ids");
+        if (!sweep(env, name, call_detokenize, &ia, "", 0, 1, true, msg, cap))
+            return CONF_FAIL;
+        if (k < 2) {
+            piece_arg pa = {-1, specials[k]};
+            snprintf(name, sizeof name, "token_piece(-1, %s)", k == 0 ? "BOS" : "EOS");
+            if (!sweep(env, name, call_piece, &pa, "", 0, 1, true, msg, cap))
+                return CONF_FAIL;
+        }
+    }
     return CONF_PASS;
 }
 
@@ -559,6 +588,16 @@ conf_result conf_err1_last_error_sweep(conf_env *env, char *msg, size_t cap)
                        i);
     }
     CONF_CHECK(env->api->last_error(env->be, NULL, 0) == n, "last_error(NULL, 0) did not return the length");
+    /* the most recent non-OK status's message: calls that succeed after it
+     * leave it as it was */
+    ilab_model_info_t info = {.struct_size = sizeof info};
+    ilab_status ok = env->api->model_info(env->be, &info);
+    char after[2048];
+    memset(after, 0, sizeof after);
+    env->api->last_error(env->be, after, sizeof after);
+    CONF_CHECK(ok != ILAB_OK || strcmp(after, full) == 0,
+               "after a successful model_info() last_error() is \"%.200s\"; the last failed call's message was "
+               "\"%.200s\" (the most recent non-OK status's message)", after, full);
     return CONF_PASS;
 }
 

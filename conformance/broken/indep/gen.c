@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "toy_backend.h"
 
@@ -447,7 +448,9 @@ static ilab_status emit_error(stream *st, ilab_status status, const char *msg)
     memset(&ev, 0, sizeof ev);
     ev.struct_size = sizeof ev;
     ev.type = ILAB_EVENT_ERROR;
+#ifndef BREAK_ERROR_REQID
     ev.request_id = st->r->request_id;
+#endif
     ev.finish_reason = ILAB_FINISH_ERROR;
     ev.status = status;
     ev.message = msg;
@@ -467,6 +470,10 @@ static ilab_status emit_finish(stream *st, ilab_finish_reason reason, const char
     ev.text = txt ? txt : "";
     ev.text_len = txt ? len : 0;
     ev.prompt_tokens = (uint32_t)st->r->n_prompt_tokens;
+#ifdef BREAK_PROMPT_BOS
+    if (st->r->n_prompt_tokens && st->r->prompt_tokens[0] == TOY_BOS)
+        ev.prompt_tokens--; /* BOS is not the user's text */
+#endif
     ev.completion_tokens = st->completion;
 #ifdef BREAK_FINISH_RC
     if (st->on_event(st->user_data, &ev))
@@ -479,7 +486,11 @@ static ilab_status emit_finish(stream *st, ilab_finish_reason reason, const char
 
 static int is_stop_token(const ilab_generate_request_t *r, int32_t token)
 {
+#ifdef BREAK_STOP_ID_LAST
+    for (size_t i = 0; i + 1 < r->n_stop_token_ids; i++)
+#else
     for (size_t i = 0; i < r->n_stop_token_ids; i++)
+#endif
         if (r->stop_token_ids[i] == token)
             return 1;
     return 0;
@@ -663,6 +674,10 @@ ilab_status toy_generate(ilab_backend_t *b, const ilab_generate_request_t *reque
     } else {
         sm->p = *request->sampling;
         sm->rng = request->sampling->seed;
+#ifdef BREAK_SEED_ZERO
+        if (sm->rng == 0) /* no seed given: a fresh one */
+            sm->rng = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20) ^ (uint64_t)(uintptr_t)sm;
+#endif
 #ifdef BREAK_GEN_RACE
         sm->z = b->gen_work; /* one scratch per instance: no allocation per request */
         sm->order = b->gen_order;
@@ -670,8 +685,12 @@ ilab_status toy_generate(ilab_backend_t *b, const ilab_generate_request_t *reque
         sm->z = z;
         sm->order = order;
 #endif
-        for (size_t i = 0; i < request->n_prompt_tokens; i++)
+        for (size_t i = 0; i < request->n_prompt_tokens; i++) {
             sm->seen[request->prompt_tokens[i]] = 1;
+#ifdef BREAK_PRESENCE_PROMPT
+            sm->count[request->prompt_tokens[i]]++; /* the prompt is context too */
+#endif
+        }
         status = toy_eval_one(b, seq, request->prompt_tokens, (int32_t)request->n_prompt_tokens,
                               logits);
         if (status != ILAB_OK)

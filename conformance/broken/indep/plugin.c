@@ -118,7 +118,11 @@ static ilab_status toy_probe(const ilab_host_t *host, const ilab_config_entry_t 
                              size_t n_config, char *reason, size_t reason_cap)
 {
     char local[2];
+#ifdef BREAK_PROBE_CAP0
+    if (!reason) {
+#else
     if (!reason || !reason_cap) {
+#endif
         reason = local;
         reason_cap = sizeof local;
     }
@@ -264,10 +268,17 @@ static ilab_status toy_model_info(ilab_backend_t *b, ilab_model_info_t *info)
     full.max_context = TOY_MAX_CONTEXT;
     snprintf(full.name, sizeof full.name, "toy-attention-16");
     fill_digest(full.digest, sizeof full.digest);
+#ifdef BREAK_LASTERR_CLEARED
+    ilab_last_error_set(&b->error, ILAB_OK, "%s", ""); /* this call succeeded */
+#endif
 #ifdef BREAK_MODEL_INFO_SIZE
     memcpy(info, &full, sizeof full);
 #else
     memcpy(info, &full, info->struct_size < sizeof full ? info->struct_size : sizeof full);
+#endif
+#ifdef BREAK_INFO_TAIL_ZERO
+    if (info->struct_size > sizeof full) /* members this plugin does not know: zero */
+        memset((char *)info + sizeof full, 0, info->struct_size - sizeof full);
 #endif
     return ILAB_OK;
 }
@@ -350,6 +361,12 @@ static ilab_status toy_detokenize(ilab_backend_t *b, const int32_t *tokens, size
                             i, (int)tokens[i], TOY_VOCAB);
         need += toy_piece(tokens[i], piece);
     }
+#ifdef BREAK_DETOK_EMPTY_QUERY
+    if (need == 0 && cap == 0) { /* nothing to write */
+        *len = 0;
+        return ILAB_OK;
+    }
+#endif
     if (cap < need + 1) {
 #ifdef BREAK_DETOK_SCRIBBLE
         if (cap)
@@ -376,6 +393,8 @@ static ilab_status toy_token_piece(ilab_backend_t *b, int32_t prev_token, int32_
         return toy_fail(b, ILAB_INVALID_ARGUMENT, "token_piece: piece or len is NULL");
 #ifdef BREAK_PREV_RANGE
     if (!in_vocab(token)) /* prev_token does not change a byte-level piece */
+#elif defined(BREAK_PREV_VOCAB_EDGE)
+    if (!in_vocab(token) || (prev_token != -1 && (prev_token < 0 || prev_token > TOY_VOCAB)))
 #else
     if (!in_vocab(token) || (prev_token != -1 && !in_vocab(prev_token)))
 #endif
@@ -488,12 +507,23 @@ static ilab_status toy_seq_truncate_api(ilab_backend_t *b, ilab_seq_t seq, int32
     pthread_mutex_lock(&b->lock);
     toy_seq *s = toy_seq_get(&b->cache, seq);
     int32_t len = s ? s->len : 0;
+#ifdef BREAK_TRUNC_OVER
+    /* anything inside the allocated blocks is a valid length */
+    int ok = s && n_keep >= 0 && n_keep <= (len + TOY_BLOCK - 1) / TOY_BLOCK * TOY_BLOCK;
+    if (ok && n_keep <= len)
+        toy_seq_truncate(s, n_keep);
+#else
     int ok = s && n_keep >= 0 && n_keep <= len;
     if (ok)
         toy_seq_truncate(s, n_keep);
+#endif
     pthread_mutex_unlock(&b->lock);
     if (!s)
         return stale(b, "seq_truncate", seq);
+#ifdef BREAK_TRUNC_NEG_MSG
+    if (!ok && n_keep < 0)
+        return toy_fail(b, ILAB_INVALID_ARGUMENT, "%s", "");
+#endif
     if (!ok)
         return toy_fail(b, ILAB_INVALID_ARGUMENT, "seq_truncate: n_keep %d is outside 0..%d",
                         (int)n_keep, (int)len);
@@ -540,7 +570,11 @@ static ilab_status check_item(ilab_backend_t *b, const ilab_batch_item_t *it, si
     if (!it->tokens || it->n_tokens < 1)
         return toy_fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has no tokens (n_tokens %d)", i,
                         (int)it->n_tokens);
+#ifdef BREAK_DECODE_FLAGS
+    if (it->n_tokens > 1 && (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)) /* one row either way */
+#else
     if (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)
+#endif
         return toy_fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has unknown flag bits 0x%x", i,
                         it->flags);
     for (int32_t t = 0; t < it->n_tokens; t++)

@@ -116,12 +116,20 @@ toy_seq *toy_seq_get(toy_cache *c, ilab_seq_t handle)
     if (handle == ILAB_SEQ_NONE || slot >= TOY_MAX_SEQS)
         return NULL;
     toy_seq *s = &c->seqs[slot];
+#ifdef BREAK_HANDLE_WRAP
+    return s->in_use && (uint8_t)s->generation == (uint8_t)(handle >> 32) ? s : NULL;
+#else
     return s->in_use && s->generation == (uint32_t)(handle >> 32) ? s : NULL;
+#endif
 }
 
 ilab_seq_t toy_seq_handle(const toy_cache *c, const toy_seq *s)
 {
+#ifdef BREAK_HANDLE_WRAP
+    return ((uint64_t)(uint8_t)s->generation << 32) | (uint64_t)(s - c->seqs + 1);
+#else
     return ((uint64_t)s->generation << 32) | (uint64_t)(s - c->seqs + 1);
+#endif
 }
 
 static toy_seq *free_slot(toy_cache *c)
@@ -397,7 +405,11 @@ static int reserve(toy_seq *s, int32_t n)
     }
     int first_new = s->n_blocks;
     toy_block *copy = NULL;
+#ifdef BREAK_COW_THRESHOLD
+    int shared = s->len % TOY_BLOCK && s->blocks[s->n_blocks - 1]->refs > 2;
+#else
     int shared = s->len % TOY_BLOCK && s->blocks[s->n_blocks - 1]->refs > 1;
+#endif
     if (shared && !(copy = malloc(sizeof *copy)))
         return -1;
     for (int i = first_new; i < need; i++) {
