@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isolation/proxy.h"
 #include "suite.h"
 #ifdef ILAB_CONF_HAVE_SETTINGS
 #include "config/settings.h"
@@ -38,8 +39,9 @@ static void load(conf_env *env)
 {
     env->load_tried = true;
     enter_stage(env, CONF_STAGE_LOAD);
-    env->load_status = ilab_plugin_load(env->path, env->load_err, sizeof env->load_err,
-                                        &env->plugin);
+    env->load_status = env->opt->isolated
+        ? ilab_proxy_load(env->path, NULL, env->load_err, sizeof env->load_err, &env->plugin)
+        : ilab_plugin_load(env->path, env->load_err, sizeof env->load_err, &env->plugin);
     enter_stage(env, CONF_STAGE_NONE);
     if (env->load_status != ILAB_OK) {
         env->plugin = NULL;
@@ -49,6 +51,7 @@ static void load(conf_env *env)
         return;
     }
     env->api = ilab_plugin_api(env->plugin);
+    env->host = ilab_plugin_host(env->plugin);
     env->m = ilab_plugin_manifest(env->plugin);
     const ilab_plugin_entry_t *e = ilab_plugin_entry_of(env->plugin);
     char abi[32];
@@ -73,7 +76,7 @@ static void probe(conf_env *env)
     enter_stage(env, CONF_STAGE_PROBE);
     double t0 = conf_now_seconds();
     env->reason[0] = '\0';
-    env->probe_status = env->api->probe(ilab_host_services(), env->config, env->n_config,
+    env->probe_status = env->api->probe(env->host, env->config, env->n_config,
                                         env->reason, sizeof env->reason);
     env->reason[sizeof env->reason - 1] = '\0';
     env->probe_seconds = conf_now_seconds() - t0;
@@ -87,7 +90,7 @@ static void create(conf_env *env)
     env->create_tried = true;
     enter_stage(env, CONF_STAGE_CREATE);
     env->create_err[0] = '\0';
-    env->create_status = env->api->create(ilab_host_services(), env->config, env->n_config,
+    env->create_status = env->api->create(env->host, env->config, env->n_config,
                                           env->create_err, sizeof env->create_err, &env->be);
     env->create_err[sizeof env->create_err - 1] = '\0';
     if (env->create_status != ILAB_OK) {

@@ -2,7 +2,7 @@
  *
  *   inferlab-conformance [PLUGIN.so | --plugin-dir DIR]... [--format human|tap|junit|json]
  *       [--output FILE] [--require NAME]... [--include REGEX] [--exclude REGEX]
- *       [--timeout SECONDS] [--list] [--in-process] [--config FILE] [--set plugin.key=value]...
+ *       [--timeout SECONDS] [--list] [--in-process] [--isolated] [--config FILE] [--set plugin.key=value]...
  *       [--seed N] [--deep] [--replay PROGRAM]
  *
  * Exit: 0 everything passed or was skipped; 1 any FAIL, CRASH, TIMEOUT or
@@ -18,6 +18,7 @@
 
 #include <sys/stat.h>
 
+#include "isolation/worker.h"
 #include "build_info.h"
 #include "harness.h"
 #include "loader/registry.h"
@@ -45,7 +46,7 @@ static void usage(FILE *f)
     fputs("usage: inferlab-conformance [PLUGIN.so | --plugin-dir DIR]...\n"
           "         [--format human|tap|junit|json] [--output FILE] [--require NAME]...\n"
           "         [--include REGEX] [--exclude REGEX] [--timeout SECONDS] [--list]\n"
-          "         [--in-process] [--config FILE] [--set plugin.key=value]...\n"
+          "         [--in-process] [--isolated] [--config FILE] [--set plugin.key=value]...\n"
           "         [--seed N] [--deep] [--replay PROGRAM] [--version]\n"
           "Runs the backend contract (docs/contract.md) clause by clause against each plugin,\n"
           "each in its own worker process. Exit 0 all passed or skipped, 1 any\n"
@@ -85,13 +86,20 @@ static void append_arg(char *buf, size_t cap, const char *flag, const char *valu
     snprintf(buf + l, cap - l, "%s%s '%s'", l ? " " : "", flag, value);
 }
 
+/* A flag that takes no value (an empty '' after it would be a plugin path). */
+static void append_flag(char *buf, size_t cap, const char *flag)
+{
+    size_t l = strlen(buf);
+    snprintf(buf + l, cap - l, "%s%s", l ? " " : "", flag);
+}
+
 /* The command line, parsed. */
 typedef struct conf_cli {
     str_list dirs, files, require, sets;
     const char *format, *output, *include, *exclude, *config, *replay;
     int timeout;
     uint64_t seed;
-    bool list, in_process, deep;
+    bool list, in_process, isolated, deep;
     char extra[2048]; /* options a rerun line repeats */
 } conf_cli;
 
@@ -111,7 +119,7 @@ static bool parse_whole(const char *text, unsigned long long max, unsigned long 
 static int parse_options(int argc, char **argv, conf_cli *cli)
 {
     enum { OPT_PLUGIN_DIR = 256, OPT_FORMAT, OPT_OUTPUT, OPT_REQUIRE, OPT_INCLUDE, OPT_EXCLUDE,
-           OPT_TIMEOUT, OPT_LIST, OPT_IN_PROCESS, OPT_CONFIG, OPT_SET, OPT_SEED, OPT_DEEP,
+           OPT_TIMEOUT, OPT_LIST, OPT_IN_PROCESS, OPT_ISOLATED, OPT_CONFIG, OPT_SET, OPT_SEED, OPT_DEEP,
            OPT_REPLAY, OPT_HELP, OPT_VERSION };
     static const struct option longopts[] = {
         {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
@@ -123,6 +131,7 @@ static int parse_options(int argc, char **argv, conf_cli *cli)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"list", no_argument, NULL, OPT_LIST},
         {"in-process", no_argument, NULL, OPT_IN_PROCESS},
+        {"isolated", no_argument, NULL, OPT_ISOLATED},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"set", required_argument, NULL, OPT_SET},
         {"seed", required_argument, NULL, OPT_SEED},
@@ -157,6 +166,10 @@ static int parse_options(int argc, char **argv, conf_cli *cli)
             break;
         case OPT_LIST: cli->list = true; break;
         case OPT_IN_PROCESS: cli->in_process = true; break;
+        case OPT_ISOLATED:
+            cli->isolated = true;
+            append_flag(cli->extra, sizeof cli->extra, "--isolated");
+            break;
         case OPT_CONFIG:
             cli->config = optarg;
             append_arg(cli->extra, sizeof cli->extra, "--config", optarg);
@@ -173,7 +186,7 @@ static int parse_options(int argc, char **argv, conf_cli *cli)
             break;
         case OPT_DEEP:
             cli->deep = true;
-            append_arg(cli->extra, sizeof cli->extra, "--deep", "");
+            append_flag(cli->extra, sizeof cli->extra, "--deep");
             break;
         case OPT_REPLAY: cli->replay = optarg; break;
         case OPT_HELP: usage(stdout); return 0;
@@ -344,6 +357,7 @@ static bool prepare_run(conf_run *run, const conf_cli *cli, const char *argv0,
     run->opt.suite_seconds = cli->timeout * 15 < 120 ? 120 : cli->timeout * 15;
     run->opt.seed = cli->seed;
     run->opt.deep = cli->deep;
+    run->opt.isolated = cli->isolated;
     run->opt.replay = cli->replay;
     run->opt.random_seconds = CONF_RANDOM_SECONDS;
     run->require = cli->require.v;
@@ -421,6 +435,9 @@ static int report(const conf_run *run, conf_format fmt, const char *output, bool
 
 int main(int argc, char **argv)
 {
+    /* --isolated: the backend workers are this program, re-executed. */
+    if (ilab_worker_requested(argc, argv))
+        return ilab_worker_main(argc, argv);
     conf_cli cli;
     int rc = parse_options(argc, argv, &cli);
     if (rc >= 0) {

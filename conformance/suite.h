@@ -58,6 +58,7 @@ typedef struct conf_options {
     bool required;           /* --require named this plugin: unavailable is FAIL */
     uint64_t seed;           /* fixed unless --seed; printed in every report */
     bool deep;               /* --deep: 10x the random iterations */
+    bool isolated;           /* --isolated: the plugin runs behind the proxy (host/isolation) */
     double random_seconds;   /* time budget of one random test (before --deep) */
     const char *replay;      /* --replay PROGRAM: run exactly this cache program */
     const ilab_config_entry_t *user_config; /* --config / --set entries for this plugin */
@@ -80,6 +81,7 @@ typedef struct conf_env {
     ilab_status load_status;
     char load_err[1024];
     const ilab_backend_api_t *api;
+    const ilab_host_t *host;      /* the host table its probe()/create() get */
     const ilab_manifest *m;
     ilab_config_entry_t *config;  /* validated + defaults; owned */
     size_t n_config;

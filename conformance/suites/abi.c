@@ -298,7 +298,7 @@ static bool create_destroy_once(conf_env *env, int i, void *ctx, char *msg, size
     const create_cycle_ctx *c = ctx;
     ilab_backend_t *b = NULL;
     char err[512] = "";
-    ilab_status st = env->api->create(ilab_host_services(), env->config, env->n_config, err,
+    ilab_status st = env->api->create(env->host, env->config, env->n_config, err,
                                       sizeof err, &b);
     if (c->available && (st != ILAB_OK || !b)) {
         CONF_MSG("create() #%d returned %s: %s", i + 1, ilab_status_name(st), err);

@@ -324,7 +324,7 @@ conf_result conf_abi3_host_table_sizes(conf_env *env, char *msg, size_t cap)
 {
     const size_t sizes[] = {offsetof(ilab_host_t, log), offsetof(ilab_host_t, now_ns)};
     for (size_t k = 0; k < 2; k++) {
-        ilab_host_t host = *ilab_host_services();
+        ilab_host_t host = *env->host;
         host.struct_size = (uint32_t)sizes[k];
         host.now_ns = trap_now_ns;
         if (k == 0)
@@ -378,7 +378,7 @@ conf_result conf_prb1_repeated(conf_env *env, char *msg, size_t cap)
         char reason[512];
         memset(reason, 0xA5, sizeof reason);
         double t0 = conf_now_seconds();
-        ilab_status st = env->api->probe(ilab_host_services(), env->config, env->n_config, reason, sizeof reason);
+        ilab_status st = env->api->probe(env->host, env->config, env->n_config, reason, sizeof reason);
         double dt = conf_now_seconds() - t0;
         CONF_CHECK(dt <= 2.0, "probe() call %d took %.2f s (bound: 2 s)", i + 1, dt);
         CONF_CHECK(memchr(reason, '\0', sizeof reason), "probe() call %d left reason unterminated", i + 1);

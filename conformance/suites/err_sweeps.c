@@ -155,7 +155,7 @@ conf_result conf_err3_null_sweep(conf_env *env, char *msg, size_t cap)
     }
     (void)len;
     char err[256];
-    WANT_INVALID(a->create(ilab_host_services(), env->config, env->n_config, err, sizeof err, NULL),
+    WANT_INVALID(a->create(env->host, env->config, env->n_config, err, sizeof err, NULL),
                  "create(out NULL)", true);
     if (m->sampling == ILAB_SAMPLING_BACKEND) {
         WANT_INVALID(a->generate(env->be, NULL, NULL, NULL), "generate(request NULL)", true);
@@ -384,9 +384,9 @@ static bool bad_value_handled(conf_env *env, const char *key, const char *value,
     ilab_config_entry_t *cfg = conf_config_with(env, key, value, &n);
     CONF_CHECK_BOOL(cfg, "harness out of memory");
     char reason[512] = "", err[512] = "";
-    ilab_status ps = env->api->probe(ilab_host_services(), cfg, n, reason, sizeof reason);
+    ilab_status ps = env->api->probe(env->host, cfg, n, reason, sizeof reason);
     ilab_backend_t *const untouched = (ilab_backend_t *)(uintptr_t)0x5eedf00d, *b = untouched;
-    ilab_status cs = env->api->create(ilab_host_services(), cfg, n, err, sizeof err, &b);
+    ilab_status cs = env->api->create(env->host, cfg, n, err, sizeof err, &b);
     free(cfg);
     if (cs == ILAB_OK) {
         env->api->destroy(b);

@@ -75,7 +75,7 @@ conf_result conf_err1_closed(conf_env *env, char *msg, size_t cap)
         }
     }
     char reason[256];
-    st = a->probe(ilab_host_services(), env->config, env->n_config, reason, sizeof reason);
+    st = a->probe(env->host, env->config, env->n_config, reason, sizeof reason);
     if ((int)st < 0 || (int)st >= ILAB_STATUS_COUNT) {
         CONF_MSG("probe() returned %d, outside the closed status enum", (int)st);
         return CONF_FAIL;

@@ -87,7 +87,7 @@ conf_result conf_log2_long_history(conf_env *env, char *msg, size_t cap)
     }
     char err[512] = "";
     ilab_backend_t *fresh = NULL, *own = env->be;
-    ilab_status st = env->api->create(ilab_host_services(), env->config, env->n_config, err, sizeof err, &fresh);
+    ilab_status st = env->api->create(env->host, env->config, env->n_config, err, sizeof err, &fresh);
     conf_result r = CONF_FAIL;
     if (st != ILAB_OK) {
         CONF_MSG("a second create() with the same configuration returned %s: %s", ilab_status_name(st), err);

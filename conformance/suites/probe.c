@@ -30,7 +30,7 @@ conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap)
     }
     ilab_backend_t *b = NULL;
     char err[512] = "";
-    ilab_status st = env->api->create(ilab_host_services(), env->config, env->n_config, err,
+    ilab_status st = env->api->create(env->host, env->config, env->n_config, err,
                                       sizeof err, &b);
     if (st == ILAB_UNAVAILABLE) {
         CONF_CHECK(b == NULL, "create() returned UNAVAILABLE but wrote an instance");

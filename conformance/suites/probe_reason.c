@@ -113,7 +113,7 @@ conf_result conf_prb1_reason_capacities(conf_env *env, char *msg, size_t cap)
     probe_case cases[MAX_CASES];
     int n_cases = 0, calls = 0;
     memset(cases, 0, sizeof cases);
-    cases[0].host = *ilab_host_services();
+    cases[0].host = *env->host;
     cases[0].cfg = env->config;
     cases[0].n = env->n_config;
     snprintf(cases[0].what, sizeof cases[0].what, "the configuration as given");

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +27,16 @@ struct ilab_plugin {
     ilab_manifest *manifest;
     /* The plugin's table copied up to its struct_size; the rest are shims. */
     ilab_backend_api_t api;
+    /* The host table its probe()/create() get: the host's services, with
+     * host_data = remote_data for a plugin run elsewhere. */
+    ilab_host_t host;
+    /* A remote plugin (ilab_plugin_remote): no library here; its entry and
+     * strings are copies, its table forwards the calls. */
+    ilab_plugin_entry_t remote_entry;
+    ilab_backend_api_t remote_table;
+    char *remote_strings[3];
+    void *remote_data;
+    void (*remote_free)(void *data);
 };
 
 /* Refuse to believe sizes beyond this: a garbage struct_size is a bug, not a
@@ -363,6 +375,7 @@ static ilab_status load_as(const char *path, const char *dl_name, char *err, siz
     }
     p->dl = dl;
     p->fd = -1;
+    p->host = *ilab_host_services();
     p->entry = e;
     p->manifest = m;
     copy_table(e->backend, &p->api);
@@ -437,12 +450,107 @@ ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
     return ILAB_OK;
 }
 
+/* A private copy: the bytes of `path` now, in an anonymous memory file, so
+ * that whatever happens to the file later (overwritten in place by cp,
+ * truncated, deleted) cannot change the code this process runs. */
+ilab_status ilab_plugin_load_private(const char *path, char *err, size_t err_cap,
+                                     ilab_plugin **out)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
+                      "no plugin path or out-parameter");
+    int src = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (src < 0 || fstat(src, &st)) {
+        int e = errno;
+        if (src >= 0)
+            close(src);
+        return refuse(err, err_cap, ILAB_IO, path, "cannot open: %s", strerror(e));
+    }
+    int fd = memfd_create("inferlab-plugin", MFD_CLOEXEC);
+    off_t copied = 0;
+    while (fd >= 0 && copied < st.st_size) {
+        ssize_t n = sendfile(fd, src, NULL, (size_t)(st.st_size - copied));
+        if (n <= 0)
+            break;
+        copied += n;
+    }
+    int e = errno;
+    close(src);
+    if (fd < 0 || copied != st.st_size) {
+        if (fd >= 0)
+            close(fd);
+        return refuse(err, err_cap, ILAB_IO, path, "cannot take a private copy: %s",
+                      copied != st.st_size && fd >= 0 ? "the file changed size while copied"
+                                                      : strerror(e));
+    }
+    char alias[64];
+    snprintf(alias, sizeof alias, "/proc/self/fd/%d", fd);
+    ilab_status s = load_as(path, alias, err, err_cap, out);
+    if (s != ILAB_OK) {
+        close(fd);
+        return s;
+    }
+    (*out)->fd = fd;
+    file_id_from_stat(&st, &(*out)->file);
+    return ILAB_OK;
+}
+
+ilab_status ilab_plugin_remote(const char *path, const ilab_plugin_entry_t *entry,
+                               const ilab_backend_api_t *forward, uint32_t table_size,
+                               void *remote_data, char *err, size_t err_cap, ilab_plugin **out)
+{
+    ilab_plugin *p = calloc(1, sizeof *p);
+    if (!p || !(p->path = strdup(path)) || !(p->remote_strings[0] = strdup(entry->name)) ||
+        !(p->remote_strings[1] = strdup(entry->version)) ||
+        !(p->remote_strings[2] = strdup(entry->manifest_yaml))) {
+        if (p)
+            ilab_plugin_unload(p);
+        return refuse(err, err_cap, ILAB_OUT_OF_MEMORY, path, "out of memory");
+    }
+    p->fd = -1;
+    /* The plugin's table size: members past it are shimmed here as they are
+     * in-process, so the forwarding table looks exactly as long. */
+    p->remote_table = *forward;
+    p->remote_table.struct_size = table_size;
+    p->remote_entry = *entry;
+    p->remote_entry.name = p->remote_strings[0];
+    p->remote_entry.version = p->remote_strings[1];
+    p->remote_entry.manifest_yaml = p->remote_strings[2];
+    p->remote_entry.backend = &p->remote_table;
+    p->entry = &p->remote_entry;
+    ilab_status st = ilab_plugin_check_entry(path, p->entry, err, err_cap, &p->manifest);
+    if (st != ILAB_OK) {
+        ilab_plugin_unload(p);
+        return st;
+    }
+    copy_table(&p->remote_table, &p->api);
+    p->host = *ilab_host_services();
+    p->host.host_data = remote_data;
+    p->remote_data = remote_data;
+    *out = p;
+    return ILAB_OK;
+}
+
+void ilab_plugin_set_remote_free(ilab_plugin *p, void (*remote_free)(void *data))
+{
+    p->remote_free = remote_free;
+}
+
+const ilab_host_t *ilab_plugin_host(const ilab_plugin *p) { return &p->host; }
+
 const ilab_file_id *ilab_plugin_file_id(const ilab_plugin *p) { return &p->file; }
 
 void ilab_plugin_unload(ilab_plugin *p)
 {
     if (!p)
         return;
+    if (p->remote_free)
+        p->remote_free(p->remote_data);
+    for (size_t i = 0; i < 3; i++)
+        free(p->remote_strings[i]);
     ilab_manifest_free(p->manifest);
     if (p->dl)
         dlclose(p->dl);

@@ -48,6 +48,29 @@ bool ilab_file_id_equal(const ilab_file_id *a, const ilab_file_id *b);
 ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
                                    ilab_plugin **out);
 
+/* ilab_plugin_load of a private copy of `path`'s bytes (a memory file): the
+ * file on disk may then be overwritten, truncated or deleted without the
+ * loaded code changing (a backend worker's load, docs/adr/0019). */
+ilab_status ilab_plugin_load_private(const char *path, char *err, size_t err_cap,
+                                     ilab_plugin **out);
+
+/* A plugin that runs somewhere else (a worker process): its bootstrap entry
+ * as the other side read it (strings copied) and `forward`, the table that
+ * carries calls there, cut to the plugin's own `table_size` so that the
+ * members past it are the same shims as in-process. Every check of
+ * ilab_plugin_check_entry is made again here. `remote_data` becomes the
+ * host_data of ilab_plugin_host(). */
+ilab_status ilab_plugin_remote(const char *path, const ilab_plugin_entry_t *entry,
+                               const ilab_backend_api_t *forward, uint32_t table_size,
+                               void *remote_data, char *err, size_t err_cap, ilab_plugin **out);
+/* Called with remote_data when the plugin is unloaded. */
+void ilab_plugin_set_remote_free(ilab_plugin *p, void (*remote_free)(void *data));
+
+/* The host table to hand this plugin's probe() and create(): the host
+ * services (ilab_host_services()), with a remote plugin's host_data. Lives
+ * as long as the plugin. */
+const ilab_host_t *ilab_plugin_host(const ilab_plugin *p);
+
 /* The file a plugin was loaded from (zeros for ilab_plugin_load's).
  * Borrowed from the plugin; any thread. */
 const ilab_file_id *ilab_plugin_file_id(const ilab_plugin *p);

@@ -38,6 +38,11 @@
  *                      (0 = never)
  *   fail_token  int    eval() fails with ILAB_INTERNAL when an item holds this
  *                      token id (-1 = never): one bad request in a batch
+ *   fault       string what eval() call number fault_after + 1 does instead of
+ *                      evaluating: "segv" (a NULL write), "abort", "exit"
+ *                      (exit(3)), "hang" (sleeps forever); "none" (default).
+ *                      A plugin bug the host must survive (host/isolation).
+ *   fault_after int    eval() calls that run normally before the fault
  *   kv_blocks   int    a KV pool of this many blocks of 16 positions (0 =
  *                      unlimited); every sequence, forks too, holds
  *                      ceil(length / 16) blocks of its own, and an eval()
@@ -54,10 +59,12 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef TEST_BACKEND_PACED
 #ifndef PLUGIN_NAME /* the reload tests build the paced profile under other names */
@@ -173,6 +180,14 @@ static const char manifest[] =
     "    type: int\n"
     "    default: -1\n"
     "    description: eval() fails when an item holds this token id; -1 = never.\n"
+    "  fault:\n"
+    "    type: string\n"
+    "    default: none\n"
+    "    description: What eval() does after fault_after calls (none, segv, abort, exit, hang).\n"
+    "  fault_after:\n"
+    "    type: int\n"
+    "    default: 0\n"
+    "    description: eval() calls that run normally before the fault.\n"
     "  kv_blocks:\n"
     "    type: int\n"
     "    default: 0\n"
@@ -192,6 +207,8 @@ struct ilab_backend {
     long fail_after;
     long fail_token;
     long kv_blocks;
+    char fault[8];
+    long fault_after;
     long evals;
     atomic_int inside;            /* backend calls running right now */
     pthread_mutex_t mu;           /* guards seqs and evals (thread_safety: full) */
@@ -309,8 +326,20 @@ static ilab_status cb_create(const ilab_host_t *host, const ilab_config_entry_t 
             b->fail_after = strtol(config[i].value, NULL, 10);
         else if (!strcmp(config[i].key, "fail_token"))
             b->fail_token = strtol(config[i].value, NULL, 10);
+        else if (!strcmp(config[i].key, "fault"))
+            snprintf(b->fault, sizeof b->fault, "%s", config[i].value);
+        else if (!strcmp(config[i].key, "fault_after"))
+            b->fault_after = strtol(config[i].value, NULL, 10);
         else if (!strcmp(config[i].key, "kv_blocks"))
             b->kv_blocks = strtol(config[i].value, NULL, 10);
+    }
+    if (b->fault[0] && strcmp(b->fault, "none") && strcmp(b->fault, "segv") &&
+        strcmp(b->fault, "abort") && strcmp(b->fault, "exit") && strcmp(b->fault, "hang")) {
+        snprintf(error, cap, "create: fault '%s' is not one of none, segv, abort, exit, hang",
+                 b->fault);
+        free(b->seqs);
+        free(b);
+        return ILAB_INVALID_ARGUMENT;
     }
     atomic_init(&b->inside, 0);
     pthread_mutex_init(&b->mu, NULL);
@@ -551,11 +580,29 @@ static ilab_status seq_truncate(ilab_backend_t *b, ilab_seq_t h, int32_t n_keep)
     return ILAB_OK;
 }
 
+/* The injected plugin bug of `fault` (config): what a host that runs
+ * plugins in its own process cannot survive. */
+static void maybe_fault(const ilab_backend_t *b)
+{
+    if (b->evals <= b->fault_after)
+        return;
+    if (!strcmp(b->fault, "segv"))
+        *(volatile int *)(uintptr_t)b->evals = 1; /* an address nothing maps */
+    else if (!strcmp(b->fault, "abort"))
+        abort();
+    else if (!strcmp(b->fault, "exit"))
+        exit(3);
+    else if (!strcmp(b->fault, "hang"))
+        for (;;)
+            pause();
+}
+
 static ilab_status eval(ilab_backend_t *b, const ilab_batch_item_t *const *items, size_t n)
 {
     if (!items || n == 0 || n > MAX_BATCH)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: %zu items (must be 1..%d)", n, MAX_BATCH);
     b->evals++;
+    maybe_fault(b);
     if (b->fail_after > 0 && b->evals > b->fail_after)
         return fail(b, ILAB_INTERNAL, "eval: injected failure after %ld calls", b->fail_after);
     /* Check everything before changing anything: a refused batch leaves
