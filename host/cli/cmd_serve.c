@@ -26,7 +26,7 @@
 
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_API_KEY,
-    OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH, OPT_HELP
+    OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH, OPT_ISOLATION, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -41,6 +41,7 @@ static const struct option serve_long_options[] = {
     {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"watch", no_argument, NULL, OPT_WATCH},
+    {"isolation", required_argument, NULL, OPT_ISOLATION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -55,6 +56,7 @@ typedef struct serve_options {
     size_t n_sets, n_dirs, n_backends;
     bool allow_insecure;        /* --allow-insecure-plugins */
     bool watch;                 /* --watch */
+    int isolate;                /* --isolation: 1 process, 0 none, -1 the settings' */
 } serve_options;
 
 static void serve_usage(FILE *out)
@@ -63,7 +65,7 @@ static void serve_usage(FILE *out)
             "usage: inferlab serve [--host ADDR] [--port N] [--backend NAME]... [--config FILE]\n"
             "                      [--set plugin.key=value]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
-            "                      [--access-log FILE] [--watch]\n"
+            "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
             "                      [--allow-insecure-plugins]\n"
             "\n"
             "Serve the OpenAI-compatible HTTP API (docs/http-api.md) until SIGINT or\n"
@@ -76,6 +78,10 @@ static void serve_usage(FILE *out)
             "                           model: a request's \"model\" picks the backend\n"
             "  --watch                  reload when a plugin folder changes (as SIGHUP does:\n"
             "                           new, replaced and removed plugins; docs/operations.md)\n"
+            "  --isolation process|none run each backend in a worker process of its own, so\n"
+            "                           that its crash or hang fails only its requests\n"
+            "                           (process, the default; setting\n"
+            "                           server.isolate_backends), or in this process (none)\n"
             "  --api-key KEY            requests to /v1/*, /tokenize and /detokenize need\n"
             "                           'Authorization: Bearer KEY' (else the environment's\n"
             "                           INFERLAB_API_KEY, else server.api_key)\n"
@@ -108,6 +114,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
 {
     memset(o, 0, sizeof *o);
     o->port = -1;
+    o->isolate = -1;
     o->sets = calloc((size_t)argc, sizeof *o->sets);
     o->dirs = calloc((size_t)argc, sizeof *o->dirs);
     o->backends = calloc((size_t)argc, sizeof *o->backends);
@@ -129,6 +136,14 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         case OPT_ALLOW_UNAUTHENTICATED: o->allow_unauthenticated = true; break;
         case OPT_ACCESS_LOG: o->access_log = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
+        case OPT_ISOLATION:
+            if (strcmp(optarg, "process") && strcmp(optarg, "none")) {
+                fprintf(stderr, "inferlab serve: --isolation '%s' is not process or none\n",
+                        optarg);
+                return 2;
+            }
+            o->isolate = !strcmp(optarg, "process");
+            break;
         case OPT_PORT:
             if (!parse_port(optarg, &o->port)) {
                 fprintf(stderr, "inferlab serve: --port '%s' is not a port number (0-65535)\n",
@@ -346,6 +361,8 @@ int ilab_cmd_serve(int argc, char **argv)
         return 2;
     }
     settings.allow_insecure_plugins = o.allow_insecure;
+    if (o.isolate >= 0)
+        settings.server.isolate_backends = o.isolate;
     /* Signals are taken synchronously by this thread (a signalfd): block
      * them before any thread starts so every thread inherits the mask. */
     sigset_t signals;

@@ -4,6 +4,7 @@
 
 #include "build_info.h"
 #include "commands.h"
+#include "isolation/worker.h"
 
 static const struct {
     const char *name;
@@ -33,6 +34,9 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* serve runs each backend in a worker process: this program again. */
+    if (ilab_worker_requested(argc, argv))
+        return ilab_worker_main(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -136,7 +136,12 @@ static ilab_status open_version(const ilab_catalog *c, const ilab_settings *sett
                                 size_t err_cap)
 {
     ilab_session *session = NULL;
-    ilab_status st = ilab_session_open_from(c, settings, name, err, err_cap, &session);
+    ilab_proxy_options isolate = {
+        .call_timeout_s = settings->server.backend_call_timeout_seconds,
+    };
+    ilab_status st = settings->server.isolate_backends
+        ? ilab_session_open_isolated_from(c, settings, name, &isolate, err, err_cap, &session)
+        : ilab_session_open_from(c, settings, name, err, err_cap, &session);
     if (st != ILAB_OK)
         return st;
     ilab_engine *engine = NULL;

@@ -35,6 +35,8 @@ void ilab_settings_init(ilab_settings *s)
     s->server.max_connections = 4096;
     s->server.max_connections_per_client = 256;
     s->server.threads = 2;
+    s->server.isolate_backends = 1;
+    s->server.backend_call_timeout_seconds = 60;
 }
 
 void ilab_settings_free(ilab_settings *s)
@@ -184,6 +186,9 @@ static const int_key server_keys[] = {
      offsetof(ilab_settings, server.max_connections_per_client), false},
     {"threads", 1, 64, offsetof(ilab_settings, server.threads), false},
     {"metrics_require_key", 0, 1, offsetof(ilab_settings, server.metrics_require_key), false},
+    {"isolate_backends", 0, 1, offsetof(ilab_settings, server.isolate_backends), false},
+    {"backend_call_timeout_seconds", 1, 86400,
+     offsetof(ilab_settings, server.backend_call_timeout_seconds), false},
 };
 
 /* Plugin names are [a-z0-9_]+ (docs/manifest.md). */

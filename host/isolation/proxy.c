@@ -19,6 +19,48 @@
 
 extern char **environ;
 
+/* Every open connection, for ilab_proxy_kill_busy. */
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static ilab_proxy_conn *conns;
+
+static void conns_add(ilab_proxy_conn *c)
+{
+    pthread_mutex_lock(&conns_lock);
+    c->next_conn = conns;
+    conns = c;
+    pthread_mutex_unlock(&conns_lock);
+}
+
+static void conns_remove(ilab_proxy_conn *c)
+{
+    pthread_mutex_lock(&conns_lock);
+    for (ilab_proxy_conn **p = &conns; *p; p = &(*p)->next_conn)
+        if (*p == c) {
+            *p = c->next_conn;
+            break;
+        }
+    pthread_mutex_unlock(&conns_lock);
+}
+
+int ilab_proxy_kill_busy(const char *why)
+{
+    int n = 0;
+    pthread_mutex_lock(&conns_lock);
+    for (ilab_proxy_conn *c = conns; c; c = c->next_conn) {
+        pthread_mutex_lock(&c->lock);
+        if (c->calls && !c->reaped) {
+            if (!c->death[0])
+                snprintf(c->death, sizeof c->death, "backend worker for %s (pid %d) killed: %s",
+                         c->target->path, (int)c->pid, why);
+            kill(c->pid, SIGKILL);
+            n++;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&conns_lock);
+    return n;
+}
+
 const ilab_proxy_target *ilab_proxy_target_of(const ilab_host_t *host)
 {
     if (!host || host->struct_size < offsetof(ilab_host_t, host_data) + sizeof(void *))
@@ -191,6 +233,7 @@ ilab_status ilab_proxy_conn_open(const ilab_proxy_target *t, char *err, size_t e
         snprintf(err, err_cap, "%s: cannot start a reader thread", t->path);
         return ILAB_OUT_OF_MEMORY;
     }
+    conns_add(c);
     ilab_status st = read_hello(c, err, err_cap);
     if (st != ILAB_OK) {
         ilab_proxy_conn_close(c);
@@ -328,6 +371,7 @@ void ilab_proxy_conn_close(ilab_proxy_conn *c)
     ilab_proxy_call_end(c, &call);
     shutdown(c->fd, SHUT_RDWR);
     pthread_join(c->reader, NULL);
+    conns_remove(c);
     close(c->fd);
     free(c->hello.payload);
     conn_free(c);

@@ -41,4 +41,11 @@ typedef struct ilab_proxy_options {
 ilab_status ilab_proxy_load(const char *path, const ilab_proxy_options *options, char *err,
                             size_t err_cap, ilab_plugin **out);
 
+/* Kill every worker that has a call in flight (SIGKILL): its calls end at
+ * once, failing with a message that ends in `why`. For a host that must
+ * stop now (the end of the shutdown grace period): a hung backend would
+ * otherwise hold its caller until the call deadline. Idle workers are left
+ * to end normally. Returns how many were killed. Any thread. */
+int ilab_proxy_kill_busy(const char *why);
+
 #endif

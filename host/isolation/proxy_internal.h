@@ -36,6 +36,7 @@ typedef struct ilab_proxy_call {
 
 /* A connection to one worker process: an instance, or a probe's worker. */
 typedef struct ilab_proxy_conn {
+    struct ilab_proxy_conn *next_conn; /* every open connection (proxy.c) */
     const ilab_proxy_target *target;
     int fd;
     pid_t pid;

@@ -2,6 +2,8 @@
  * configuration against the manifest -> probe -> create an instance. */
 #include "session.h"
 
+#include "../isolation/proxy.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +71,11 @@ ilab_status ilab_session_open(const ilab_settings *settings, const char *backend
     return st;
 }
 
-ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_settings *settings,
-                                   const char *backend, char *err, size_t err_cap,
-                                   ilab_session **out)
+/* isolate: NULL runs the plugin in this process; else in worker processes
+ * behind a proxy (host/isolation) with these options. */
+static ilab_status open_from(const ilab_catalog *catalog, const ilab_settings *settings,
+                             const char *backend, const ilab_proxy_options *isolate, char *err,
+                             size_t err_cap, ilab_session **out)
 {
     char dummy[1];
     if (!err || !err_cap) {
@@ -105,8 +109,9 @@ ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_setti
     }
     /* The one plugin this process runs: the catalog looked inside the others
      * in children only. A library of its own even when an older version of
-     * it is still loaded (serve's reload). */
-    ilab_status st = ilab_plugin_load_fresh(e->path, err, err_cap, &s->plugin);
+     * it is still loaded (serve's reload). Isolated: its workers run it. */
+    ilab_status st = isolate ? ilab_proxy_load(e->path, isolate, err, err_cap, &s->plugin)
+                             : ilab_plugin_load_fresh(e->path, err, err_cap, &s->plugin);
     if (st != ILAB_OK) {
         free(s);
         return st;
@@ -125,7 +130,7 @@ ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_setti
     }
 
     const ilab_backend_api_t *api = ilab_plugin_api(s->plugin);
-    const ilab_host_t *host = ilab_host_services();
+    const ilab_host_t *host = ilab_plugin_host(s->plugin);
     char reason[1024] = "";
     st = api->probe(host, s->config, s->n_config, reason, sizeof reason);
     if (st != ILAB_OK) {
@@ -152,6 +157,21 @@ ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_setti
     }
     *out = s;
     return ILAB_OK;
+}
+
+ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_settings *settings,
+                                   const char *backend, char *err, size_t err_cap,
+                                   ilab_session **out)
+{
+    return open_from(catalog, settings, backend, NULL, err, err_cap, out);
+}
+
+ilab_status ilab_session_open_isolated_from(const ilab_catalog *catalog,
+                                            const ilab_settings *settings, const char *backend,
+                                            const ilab_proxy_options *options, char *err,
+                                            size_t err_cap, ilab_session **out)
+{
+    return open_from(catalog, settings, backend, options, err, err_cap, out);
 }
 
 void ilab_session_close(ilab_session *s)

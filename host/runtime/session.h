@@ -6,6 +6,7 @@
 
 #include "../config/settings.h"
 #include "../loader/catalog.h"
+#include "../isolation/proxy.h"
 #include "../loader/plugin_loader.h"
 
 typedef struct ilab_session ilab_session;
@@ -33,6 +34,13 @@ ilab_status ilab_session_open(const ilab_settings *settings, const char *backend
 ilab_status ilab_session_open_from(const ilab_catalog *catalog, const ilab_settings *settings,
                                    const char *backend, char *err, size_t err_cap,
                                    ilab_session **out);
+/* ilab_session_open_from, with the plugin run in worker processes behind a
+ * proxy (host/isolation/proxy.h): its crashes and hangs fail its own calls,
+ * never this process. `options` NULL: the proxy's defaults. */
+ilab_status ilab_session_open_isolated_from(const ilab_catalog *catalog,
+                                            const ilab_settings *settings, const char *backend,
+                                            const ilab_proxy_options *options, char *err,
+                                            size_t err_cap, ilab_session **out);
 void ilab_session_close(ilab_session *s);
 
 const ilab_plugin *ilab_session_plugin(const ilab_session *s);

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../isolation/proxy.h"
 #include "../runtime/metrics.h"
 #include "bytes.h"
 
@@ -489,8 +490,14 @@ void ilab_server_shutdown(ilab_server *s, double grace_seconds)
         fprintf(stderr, "inferlab serve: grace period over, cancelling %d in-flight "
                         "request(s)\n", n);
         if (!wait_idle(s, CANCEL_WAIT_SECONDS)) {
-            /* The engine did not answer in time: end the responses anyway, so
-             * that no connection is left suspended when the daemon stops. */
+            /* The engine did not answer in time: a backend is hung or slow
+             * inside a call. Its worker is killed (its requests end with an
+             * error at once), and the responses are ended anyway, so that no
+             * connection is left suspended when the daemon stops. */
+            int killed = ilab_proxy_kill_busy("the server is shutting down");
+            if (killed)
+                fprintf(stderr, "inferlab serve: killed %d backend worker(s) still busy\n",
+                        killed);
             ilab_server_end_generations(s, true);
             wait_idle(s, ABORT_WAIT_SECONDS);
         }

@@ -1,0 +1,169 @@
+/* `inferlab serve` with a faulty backend beside a good one: each backend
+ * runs in a worker process (host/isolation), so the faulty one's crash or
+ * hang costs only its own requests. The good backend is paced_backend with
+ * streams in flight; the faulty one is counting_backend with its `fault`
+ * setting (tests/support/test_backend.c). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "http_client.h"
+
+#define N_STREAMS 4
+
+typedef struct stream_call {
+    const test_server *s;
+    const char *body;
+    http_reply reply;
+    bool ok;
+} stream_call;
+
+static void *run_call(void *arg)
+{
+    stream_call *c = arg;
+    c->ok = http_call(c->s, "/v1/completions", c->body, &c->reply);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Start paced streams, send one request to the faulty backend while they
+ * run, and check that it alone failed, with a JSON error naming the
+ * backend and `expect`. */
+static void fault_beside_streams(const char *fault, const char *expect)
+{
+    char set_fault[64];
+    snprintf(set_fault, sizeof set_fault, "counting_backend.fault=%s", fault);
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--backend", "counting_backend", "--set", "paced_backend.step_ms=10",
+                          "--set", set_fault, "--set", "counting_backend.fault_after=1",
+                          "--set", "server.backend_call_timeout_seconds=2", NULL};
+    test_server s;
+    assert_true(test_server_start(&s, args));
+
+    stream_call streams[N_STREAMS];
+    pthread_t threads[N_STREAMS];
+    const char *body = "{\"model\": \"paced-bigram\", \"prompt\": \"ab\", \"max_tokens\": 60, "
+                       "\"ignore_eos\": true, \"stream\": true}";
+    for (int i = 0; i < N_STREAMS; i++) {
+        streams[i] = (stream_call){.s = &s, .body = body};
+        assert_int_equal(pthread_create(&threads[i], NULL, run_call, &streams[i]), 0);
+    }
+    http_reply bad;
+    assert_true(http_call(&s, "/v1/completions",
+                          "{\"model\": \"counting\", \"prompt\": \"hello\", \"max_tokens\": 8}",
+                          &bad));
+    if (bad.status < 500 || !strstr(bad.body, expect) || !strstr(bad.body, "counting_backend") ||
+        !strstr(bad.body, "\"error\""))
+        fail_msg("the faulty backend's answer (%ld) does not name it and '%s': %s", bad.status,
+                 expect, bad.body);
+    http_reply_free(&bad);
+
+    for (int i = 0; i < N_STREAMS; i++) {
+        pthread_join(threads[i], NULL);
+        assert_true(streams[i].ok);
+        assert_int_equal(streams[i].reply.status, 200);
+        if (!strstr(streams[i].reply.body, "\"finish_reason\":\"length\"") ||
+            !strstr(streams[i].reply.body, "data: [DONE]"))
+            fail_msg("stream %d did not complete: %s", i, streams[i].reply.body);
+        http_reply_free(&streams[i].reply);
+    }
+    http_reply h;
+    assert_true(http_call(&s, "/health", NULL, &h));
+    assert_int_equal(h.status, 200);
+    http_reply_free(&h);
+    /* The good backend still serves new requests. */
+    http_reply again;
+    assert_true(http_call(&s, "/v1/completions",
+                          "{\"model\": \"paced-bigram\", \"prompt\": \"x\", \"max_tokens\": 4}",
+                          &again));
+    assert_int_equal(again.status, 200);
+    http_reply_free(&again);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
+static void segfaulting_backend(void **state)
+{
+    (void)state;
+    fault_beside_streams("segv", "SIGSEGV");
+}
+
+static void aborting_backend(void **state)
+{
+    (void)state;
+    fault_beside_streams("abort", "SIGABRT");
+}
+
+static void exiting_backend(void **state)
+{
+    (void)state;
+    fault_beside_streams("exit", "exited with status 3");
+}
+
+static void hanging_backend(void **state)
+{
+    (void)state;
+    fault_beside_streams("hang", "did not answer within 2 s");
+}
+
+/* SIGTERM while a backend hangs: the server still exits within its grace
+ * period and one second, taking the hung worker with it. */
+static void sigterm_with_a_hung_backend(void **state)
+{
+    (void)state;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "counting_backend",
+                          "--set", "counting_backend.fault=hang", "--set",
+                          "server.shutdown_grace_seconds=1", NULL};
+    test_server s;
+    assert_true(test_server_start(&s, args));
+    stream_call hung = {.s = &s,
+                        .body = "{\"model\": \"counting\", \"prompt\": \"hi\", \"max_tokens\": 4}"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_call, &hung), 0);
+    /* The request is inside the hung eval once the engine says it runs. */
+    for (double end = now_s() + 20; now_s() < end; usleep(20000))
+        if (metric_value(&s, "inferlab:num_requests_running") >= 1)
+            break;
+    assert_true(metric_value(&s, "inferlab:num_requests_running") >= 1);
+    double t0 = now_s();
+    kill(s.pid, SIGTERM);
+    int status;
+    pid_t r;
+    while ((r = waitpid(s.pid, &status, WNOHANG)) == 0 && now_s() - t0 < 20)
+        usleep(10000);
+    double took = now_s() - t0;
+    pthread_join(t, NULL);
+    if (hung.ok)
+        http_reply_free(&hung.reply);
+    assert_int_equal(r, s.pid);
+    print_message("SIGTERM with a hung backend: exited after %.2f s (grace 1 s)\n", took);
+    if (took > 2.0)
+        fail_msg("the server took %.2f s to exit after SIGTERM (grace 1 s + 1 s)", took);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(segfaulting_backend),
+        cmocka_unit_test(aborting_backend),
+        cmocka_unit_test(exiting_backend),
+        cmocka_unit_test(hanging_backend),
+        cmocka_unit_test(sigterm_with_a_hung_backend),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
