@@ -219,6 +219,9 @@ static double now_seconds(void)
  * in is one event, but a tool may write, chmod and rename in a row. */
 #define WATCH_SETTLE_SECONDS 0.25
 
+/* How often the main loop looks for backend workers that died. */
+#define WORKER_CHECK_MS 200
+
 /* The main thread from the start until SIGINT/SIGTERM: reloads on SIGHUP
  * and folder changes, and releases the versions whose requests are over.
  * Returns the signal that stopped it. */
@@ -231,11 +234,21 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
             {.fd = ilab_server_reap_fd(server), .events = POLLIN},
             {.fd = watch ? ilab_watch_fd(watch) : -1, .events = POLLIN},
         };
-        int timeout = -1;
+        /* Backends in workers are looked at a few times a second: a dead
+         * worker is noticed, and restarted when its back-off is over. */
+        double restart_at = ilab_serve_set_check_workers(set, server) / 1000;
+        int timeout = WORKER_CHECK_MS;
         if (reload_at > 0) {
             double left = reload_at - now_seconds();
             timeout = left > 0 ? (int)(left * 1000) + 1 : 0;
         }
+        if (restart_at > 0) {
+            double left = restart_at - now_seconds();
+            int ms = left > 0 ? (int)(left * 1000) + 1 : 0;
+            timeout = ms < timeout ? ms : timeout;
+        }
+        if (timeout > WORKER_CHECK_MS)
+            timeout = WORKER_CHECK_MS;
         int n = poll(p, 3, timeout);
         if (n < 0 && errno != EINTR)
             return SIGTERM;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "isolation/proxy.h"
 #include "loader/catalog.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
@@ -22,7 +23,22 @@ typedef struct entry {
     bool refused;         /* `refused_file` was refused: not tried again until it changes */
     ilab_file_id refused_file;
     char *reason;         /* why not serving (owned; start-up only) */
+    /* Its worker process (isolated backends): the instance serving, to
+     * notice its death, and the restarts that follow (check_workers). */
+    const ilab_plugin *plugin;       /* the version serving (NULL when not serving) */
+    const ilab_backend_t *backend;
+    double started_ms;               /* when that version started serving */
+    int quick_deaths;                /* deaths within QUICK_DEATH_MS of a start, in a row */
+    double restart_at_ms;            /* a restart is due then; 0 = none */
 } entry;
+
+/* Restarts after a worker died: 1 s, then twice as long each time it dies
+ * again soon after starting, up to a minute; after CRASH_LOOP_DEATHS such
+ * deaths in a row it is left failed until its file changes (or SIGHUP). */
+#define RESTART_FIRST_MS 1000.0
+#define RESTART_MAX_MS 60000.0
+#define QUICK_DEATH_MS 30000.0
+#define CRASH_LOOP_DEATHS 5
 
 struct ilab_serve_set {
     const ilab_settings *settings;
@@ -174,10 +190,88 @@ static ilab_status open_version(const ilab_catalog *c, const ilab_settings *sett
 static void note_serving(entry *k, const ilab_server_backend *be)
 {
     k->serving = true;
+    k->plugin = be->plugin;
+    k->backend = be->backend;
+    k->started_ms = now_ms();
+    k->restart_at_ms = 0;
     snprintf(k->path, sizeof k->path, "%s", ilab_plugin_path(be->plugin));
     k->file = *ilab_plugin_file_id(be->plugin);
     snprintf(k->version, sizeof k->version, "%s", ilab_plugin_entry_of(be->plugin)->version);
     k->refused = false;
+}
+
+/* --- workers that died ------------------------------------------------------------ */
+
+/* The worker of `k`'s instance died: stop serving it and plan a restart,
+ * or leave it failed when it keeps dying. */
+static void worker_died(ilab_server *server, entry *k, const char *why)
+{
+    double now = now_ms();
+    k->quick_deaths = now - k->started_ms < QUICK_DEATH_MS ? k->quick_deaths + 1 : 1;
+    bool failed = k->quick_deaths >= CRASH_LOOP_DEATHS;
+    double wait = RESTART_FIRST_MS;
+    for (int i = 1; i < k->quick_deaths && wait < RESTART_MAX_MS; i++)
+        wait *= 2;
+    if (wait > RESTART_MAX_MS)
+        wait = RESTART_MAX_MS;
+    char reason[1024];
+    if (failed)
+        snprintf(reason, sizeof reason, "%s; it died %d times in a row within %.0f s of "
+                 "starting: not restarted until its file changes or SIGHUP", why,
+                 k->quick_deaths, QUICK_DEATH_MS / 1000);
+    else
+        snprintf(reason, sizeof reason, "%s; restarting in %.0f s", why, wait / 1000);
+    fprintf(stderr, "inferlab serve: backend '%s': %s\n", k->name, reason);
+    ilab_server_set_worker_down(server, k->name, failed, reason);
+    k->serving = false;
+    k->plugin = NULL;
+    k->backend = NULL;
+    k->restart_at_ms = failed ? 0 : now + wait;
+}
+
+static void restart(ilab_serve_set *set, ilab_server *server, entry *k)
+{
+    char err[4096] = "";
+    k->restart_at_ms = 0;
+    k->started_ms = now_ms(); /* a start that fails at once counts as a quick death */
+    /* The folders as they are now (only changed files are looked at again). */
+    ilab_catalog *c = scan(set, false, set->last, "inferlab serve: restart: ", err, sizeof err);
+    if (c) {
+        ilab_catalog_free(set->last);
+        set->last = c;
+    }
+    ilab_server_backend be;
+    ilab_status st = c && ilab_catalog_find(c, k->name)
+                         ? open_version(c, set->settings, k->name, &be, err, sizeof err)
+                         : ILAB_UNAVAILABLE;
+    if (st == ILAB_OK) {
+        ilab_server_backend kept = be;
+        st = ilab_server_install(server, &be, err, sizeof err);
+        if (st == ILAB_OK) {
+            note_serving(k, &kept);
+            ilab_server_note_restart(server, k->name);
+            fprintf(stderr, "inferlab serve: backend '%s' restarted: version %s serves again\n",
+                    k->name, k->version);
+            return;
+        }
+    }
+    worker_died(server, k, err[0] ? err : "no plugin of that name in the last scan");
+}
+
+double ilab_serve_set_check_workers(ilab_serve_set *set, ilab_server *server)
+{
+    double next = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        entry *k = &set->e[i];
+        char why[1024];
+        if (k->serving && ilab_proxy_instance_dead(k->plugin, k->backend, why, sizeof why))
+            worker_died(server, k, why);
+        if (k->restart_at_ms > 0 && now_ms() >= k->restart_at_ms)
+            restart(set, server, k);
+        if (k->restart_at_ms > 0 && (next == 0 || k->restart_at_ms < next))
+            next = k->restart_at_ms;
+    }
+    return next;
 }
 
 /* --- start-up ----------------------------------------------------------------------- */
@@ -479,6 +573,7 @@ static void reload_one(ilab_serve_set *set, ilab_server *server, const ilab_cata
             ilab_server_set_down(server, k->name, "no plugin of that name in the plugin "
                                  "folders", set->all);
         k->serving = false;
+        k->plugin = NULL;
         return;
     }
     if (!ilab_file_id_of(ce->path, &file)) {
@@ -498,8 +593,10 @@ static void reload_one(ilab_serve_set *set, ilab_server *server, const ilab_cata
         refuse(server, k, &file, why, t);
         return;
     }
+    /* In-process, the library is mapped from that very inode; a worker runs
+     * a private copy of the bytes, so there it is just a new version. */
     if (k->serving && !strcmp(ce->path, k->path) && file.dev == k->file.dev &&
-        file.ino == k->file.ino) {
+        file.ino == k->file.ino && !set->settings->server.isolate_backends) {
         refuse(server, k, &file, "the file was written into in place (same inode); replace a "
                                  "plugin with mv or install, never by writing over it", t);
         return;

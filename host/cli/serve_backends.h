@@ -50,6 +50,14 @@ size_t ilab_serve_set_dirs(const ilab_serve_set *set, const char *const **dirs);
  * cannot be loaded beside itself. Returns how many backends changed. */
 size_t ilab_serve_set_reload(ilab_serve_set *set, ilab_server *server);
 
+/* Notice backends whose worker process died (isolated serving,
+ * host/isolation): each stops serving ("restarting" in /health) and is
+ * restarted after a back-off, or left "failed" when it keeps dying soon
+ * after each start. Runs the restarts that are due. Returns when the next
+ * one is due (now_ms clock), 0 when none is; call it again then, and at
+ * least every few hundred milliseconds while backends run in workers. */
+double ilab_serve_set_check_workers(ilab_serve_set *set, ilab_server *server);
+
 void ilab_serve_set_free(ilab_serve_set *set);
 
 #endif

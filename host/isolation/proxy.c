@@ -42,6 +42,20 @@ static void conns_remove(ilab_proxy_conn *c)
     pthread_mutex_unlock(&conns_lock);
 }
 
+bool ilab_proxy_instance_dead(const ilab_plugin *plugin, const ilab_backend_t *backend,
+                              char *why, size_t cap)
+{
+    if (!plugin || !backend || !ilab_proxy_target_of(ilab_plugin_host(plugin)))
+        return false;
+    ilab_proxy_conn *c = (ilab_proxy_conn *)backend;
+    pthread_mutex_lock(&c->lock);
+    bool dead = c->dead;
+    if (dead && why && cap)
+        snprintf(why, cap, "%s", c->death);
+    pthread_mutex_unlock(&c->lock);
+    return dead;
+}
+
 int ilab_proxy_kill_busy(const char *why)
 {
     int n = 0;

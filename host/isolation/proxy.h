@@ -23,6 +23,7 @@
 #ifndef ILAB_HOST_ISOLATION_PROXY_H
 #define ILAB_HOST_ISOLATION_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../loader/plugin_loader.h"
@@ -40,6 +41,13 @@ typedef struct ilab_proxy_options {
  * ilab_plugin_host(*out) for the host table to hand its probe()/create(). */
 ilab_status ilab_proxy_load(const char *path, const ilab_proxy_options *options, char *err,
                             size_t err_cap, ilab_plugin **out);
+
+/* Whether the instance `backend` of `plugin` has lost its worker (it died
+ * or was killed): its calls all fail from now on, and `why` (cap bytes)
+ * says what happened. false for a live instance, and for any plugin that
+ * is not a proxy's (it runs in this process). Any thread. */
+bool ilab_proxy_instance_dead(const ilab_plugin *plugin, const ilab_backend_t *backend,
+                              char *why, size_t cap);
 
 /* Kill every worker that has a call in flight (SIGKILL): its calls end at
  * once, failing with a message that ends in `why`. For a host that must

@@ -335,6 +335,7 @@ size_t ilab_backend_views(ilab_server *s, ilab_backend_view **out)
         listed_id(s, k, w->id, sizeof w->id);
         snprintf(w->reason, sizeof w->reason, "%s", k->reason);
         snprintf(w->refusal, sizeof w->refusal, "%s", k->refusal);
+        snprintf(w->down_state, sizeof w->down_state, "%s", k->down_state);
     }
     pthread_mutex_unlock(&s->backends_mu);
     *out = views;
@@ -377,6 +378,7 @@ ilab_status ilab_server_install(ilab_server *s, const ilab_server_backend *be, c
     retire(s, k->current);
     k->current = v;
     k->reason[0] = '\0';
+    k->down_state[0] = '\0';
     k->refusal[0] = '\0';
     k->removed = false;
     pthread_mutex_unlock(&s->backends_mu);
@@ -396,9 +398,33 @@ void ilab_server_set_down(ilab_server *s, const char *name, const char *reason, 
         retire(s, k->current);
         k->current = NULL;
         snprintf(k->reason, sizeof k->reason, "%s", reason ? reason : "not serving");
+        k->down_state[0] = '\0';
         k->removed = removed;
     }
     pthread_mutex_unlock(&s->backends_mu);
+}
+
+void ilab_server_set_worker_down(ilab_server *s, const char *name, bool failed,
+                                 const char *reason)
+{
+    ilab_server_set_down(s, name, reason, false);
+    pthread_mutex_lock(&s->backends_mu);
+    ilab_slot *k = slot_named(s, name);
+    if (k)
+        snprintf(k->down_state, sizeof k->down_state, "%s", failed ? "failed" : "restarting");
+    pthread_mutex_unlock(&s->backends_mu);
+}
+
+void ilab_server_note_restart(ilab_server *s, const char *name)
+{
+    pthread_mutex_lock(&s->backends_mu);
+    ilab_slot *k = slot_named(s, name);
+    pthread_mutex_unlock(&s->backends_mu);
+    if (k) {
+        pthread_mutex_lock(&s->stats_mu);
+        k->restarts++;
+        pthread_mutex_unlock(&s->stats_mu);
+    }
 }
 
 void ilab_server_note_refusal(ilab_server *s, const char *name, const char *reason)

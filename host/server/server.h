@@ -87,6 +87,16 @@ ilab_status ilab_server_install(ilab_server *s, const ilab_server_backend *be, c
  * A current version is retired as by ilab_server_install. */
 void ilab_server_set_down(ilab_server *s, const char *name, const char *reason, bool removed);
 
+/* The worker process of `name`'s instance died (host/isolation): it stops
+ * serving as by ilab_server_set_down, listed in /health with the status
+ * "restarting" (a new worker is on its way) or, with `failed`, "failed"
+ * (it kept dying: no more restarts until its file changes), and `reason`. */
+void ilab_server_set_worker_down(ilab_server *s, const char *name, bool failed,
+                                 const char *reason);
+/* A new worker serves `name` again after one died: counted in /metrics
+ * (inferlab_backend_restarts_total). Call after ilab_server_install. */
+void ilab_server_note_restart(ilab_server *s, const char *name);
+
 /* A reload of `name` was refused (the new file failed a check): `reason`
  * is kept for /health and counted in /metrics; the current version is
  * untouched. */

@@ -51,10 +51,13 @@ struct ilab_slot {
     ilab_served *current;        /* NULL: not serving (backends_mu) */
     char reason[512];            /* why not serving (backends_mu) */
     char refusal[512];           /* the last refused reload, "" when none (backends_mu) */
+    char down_state[16];         /* not serving because its worker died: "restarting" or
+                                    "failed"; "" otherwise (backends_mu) */
     bool removed;                /* gone from the folder: not listed (backends_mu) */
     /* under stats_mu */
     int inflight;
     unsigned long long finished_by_reason[5];
+    unsigned long long restarts; /* the worker died and a new one serves */
     unsigned long long errors;
     unsigned long long prompt_tokens, generation_tokens;
     unsigned long long reloads, refusals;
@@ -138,6 +141,7 @@ typedef struct ilab_backend_view {
     char id[64];                 /* the id /v1/models lists (unique) */
     char reason[512];
     char refusal[512];
+    char down_state[16];
 } ilab_backend_view;
 size_t ilab_backend_views(ilab_server *s, ilab_backend_view **out);
 void ilab_backend_views_free(ilab_backend_view *views, size_t n);

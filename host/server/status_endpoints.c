@@ -10,8 +10,8 @@
 
 static json_t *backend_health(const ilab_backend_view *w)
 {
-    json_t *b = json_pack("{s:s, s:s}", "backend", w->slot->name, "status",
-                          w->v ? "ok" : "unavailable");
+    const char *status = w->v ? "ok" : w->down_state[0] ? w->down_state : "unavailable";
+    json_t *b = json_pack("{s:s, s:s}", "backend", w->slot->name, "status", status);
     if (w->v) {
         json_object_set_new(b, "model", json_string(w->id));
         json_object_set_new(b, "version", json_string(w->v->version));
@@ -166,7 +166,18 @@ static void backend_metrics(ilab_server *s, FILE *f)
         fprintf(f, "inferlab_backend_reloads_total{backend=\"%s\",result=\"refused\"} %llu\n",
                 views[i].slot->name, views[i].slot->refusals);
     }
+    metric_header(f, "inferlab_backend_restarts_total", "counter",
+                  "Times a backend's worker process died and a new one took over.");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "inferlab_backend_restarts_total{backend=\"%s\"} %llu\n",
+                views[i].slot->name, views[i].slot->restarts);
     pthread_mutex_unlock(&s->stats_mu);
+    metric_header(f, "inferlab_backend_up", "gauge",
+                  "1 while the backend serves, 0 while it does not (unavailable, "
+                  "restarting or failed).");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "inferlab_backend_up{backend=\"%s\"} %d\n", views[i].slot->name,
+                views[i].v != NULL);
     metric_header(f, "inferlab_backend_retired_versions", "gauge",
                   "Replaced versions still finishing their requests.");
     fprintf(f, "inferlab_backend_retired_versions %zu\n", ilab_server_retired_count(s));

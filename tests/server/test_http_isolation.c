@@ -68,6 +68,13 @@ static void fault_beside_streams(const char *fault, const char *expect)
     assert_true(http_call(&s, "/v1/completions",
                           "{\"model\": \"counting\", \"prompt\": \"hello\", \"max_tokens\": 8}",
                           &bad));
+    /* Right after, /health says what became of it (until it is back). */
+    http_reply h0;
+    assert_true(http_call(&s, "/health", NULL, &h0));
+    assert_int_equal(h0.status, 200);
+    if (!strstr(h0.body, "\"restarting\"") && !strstr(h0.body, "\"status\":\"ok\""))
+        fail_msg("/health after the crash: %s", h0.body);
+    http_reply_free(&h0);
     if (bad.status < 500 || !strstr(bad.body, expect) || !strstr(bad.body, "counting_backend") ||
         !strstr(bad.body, "\"error\""))
         fail_msg("the faulty backend's answer (%ld) does not name it and '%s': %s", bad.status,
@@ -87,6 +94,15 @@ static void fault_beside_streams(const char *fault, const char *expect)
     assert_true(http_call(&s, "/health", NULL, &h));
     assert_int_equal(h.status, 200);
     http_reply_free(&h);
+    /* The faulty backend's worker is restarted after its back-off (1 s). */
+    const char *restarts = "inferlab_backend_restarts_total{backend=\"counting_backend\"}";
+    const char *up = "inferlab_backend_up{backend=\"counting_backend\"}";
+    for (double end = now_s() + 20; now_s() < end; usleep(50000))
+        if (metric_value(&s, restarts) >= 1 && metric_value(&s, up) == 1)
+            break;
+    assert_true(metric_value(&s, restarts) == 1);
+    assert_true(metric_value(&s, up) == 1);
+    assert_true(metric_value(&s, "inferlab_backend_up{backend=\"paced_backend\"}") == 1);
     /* The good backend still serves new requests. */
     http_reply again;
     assert_true(http_call(&s, "/v1/completions",
