@@ -13,6 +13,7 @@
 
 struct ilab_conn {
     int fd;                 /* libmicrohttpd's; valid until ilab_conn_closed */
+    pthread_t owner;        /* the libmicrohttpd thread that serves it */
     uint64_t serial;        /* the epoll key: a stale event never finds a freed record */
     bool in_request;        /* a head arrived and its response has not ended */
     bool shut;              /* the deadline passed and the socket was shut down */
@@ -149,6 +150,7 @@ ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd)
     if (!k)
         return NULL;
     k->fd = fd;
+    k->owner = pthread_self(); /* STARTED runs on the thread that will serve it */
     pthread_mutex_lock(&m->mu);
     k->serial = m->next_serial++;
     k->head_deadline_ns = now_ns() + m->head_timeout_ns;
@@ -234,4 +236,25 @@ uint64_t ilab_conn_monitor_head_timeouts(ilab_conn_monitor *m)
     uint64_t n = m->head_timeouts;
     pthread_mutex_unlock(&m->mu);
     return n;
+}
+
+int ilab_conn_sole_head_waiter(ilab_conn_monitor *m)
+{
+    pthread_t self = pthread_self();
+    int fd = -1, found = 0;
+    pthread_mutex_lock(&m->mu);
+    for (ilab_conn *k = m->head; k && found < 2; k = k->next) {
+        if (k->in_request || k->shut || !pthread_equal(k->owner, self))
+            continue;
+        /* One whose reading side has ended (the peer closed, or it was
+         * refused and shut down, and libmicrohttpd has not noticed yet) is
+         * waiting for nothing. */
+        char b;
+        if (recv(k->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+            continue;
+        fd = k->fd;
+        found++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return found == 1 ? fd : -1;
 }

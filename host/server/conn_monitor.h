@@ -51,6 +51,14 @@ uint64_t ilab_conn_watch(ilab_conn_monitor *m, ilab_conn *k, ilab_conn_gone_fn g
  * gone() is not running and will not run. */
 void ilab_conn_unwatch(ilab_conn_monitor *m, uint64_t watch_id);
 
+/* The socket of the one connection served by the calling libmicrohttpd
+ * thread that is waiting for a request head; -1 when there are none or
+ * several. For a library error about a request no callback has named yet
+ * (an unsupported HTTP version): on its own thread, while it reports the
+ * error, that request's connection is one of these, so when it is the only
+ * one it is the one. */
+int ilab_conn_sole_head_waiter(ilab_conn_monitor *m);
+
 /* Connections shut down for missing the head deadline, so far. */
 uint64_t ilab_conn_monitor_head_timeouts(ilab_conn_monitor *m);
 
