@@ -549,9 +549,13 @@ static bool wait_idle(ilab_server *s, double seconds)
     return idle;
 }
 
-/* After the grace period: how long the engine gets to end cancelled
- * requests (one step), and then the responses to be written. */
-#define CANCEL_WAIT_SECONDS 0.5
+/* After the grace period: how long the engine gets to end the cancelled
+ * requests, and then the responses to be written. A running request
+ * leaves the engine at the end of the step it is in, so the wait is one
+ * step of the slowest backend served, whatever that takes: a backend still
+ * in one step after this long is taken as hung, and only then are the
+ * responses cut short (ADR 0019). */
+#define CANCEL_WAIT_SECONDS 30.0
 #define ABORT_WAIT_SECONDS 0.25
 
 void ilab_server_shutdown(ilab_server *s, double grace_seconds)

@@ -385,6 +385,102 @@ static void test_grace_end_cancels_and_exits(void **state)
     s.pid = 0;
 }
 
+/* Several requests on one backend whose every step outlasts the cancel
+ * the server sends at the end of the grace period: each still ends
+ * "cancelled" (streams with the chunk and [DONE], whole responses with 200)
+ * once the engine finishes the step it is in. Nothing here depends on
+ * timing: SIGTERM goes only once every request is in the engine, and with
+ * 1,000 tokens of 3 s steps to go none can end on its own. */
+static void test_shutdown_ends_every_request_on_a_slow_backend(void **state)
+{
+    (void)state;
+    test_server s;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--set", "paced_backend.step_ms=3000",
+                          "--set", "server.shutdown_grace_seconds=1", NULL};
+    assert_true(test_server_start(&s, args));
+    enum { N = 4, N_STREAMS = 2 };
+    CURLM *m = curl_multi_init();
+    CURL *easy[N];
+    stream_buf out[N];
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/completions", s.base);
+    for (int i = 0; i < N; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS,
+                         i < N_STREAMS ? "{\"prompt\": \"x\", \"max_tokens\": 1000, "
+                                         "\"ignore_eos\": true, \"stream\": true}"
+                                       : "{\"prompt\": \"x\", \"max_tokens\": 1000, "
+                                         "\"ignore_eos\": true}");
+        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, into_buf);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &out[i]);
+        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 120L);
+        curl_multi_add_handle(m, easy[i]);
+    }
+    int running = 1;
+    bool signalled = false;
+    for (int rounds = 0; running && rounds < 100000; rounds++) {
+        curl_multi_perform(m, &running);
+        if (!signalled && metric_value(&s, "inferlab_http_inflight_requests") == N) {
+            kill(s.pid, SIGTERM);
+            signalled = true;
+        }
+        if (running)
+            curl_multi_poll(m, NULL, 0, 20, NULL);
+    }
+    assert_true(signalled);
+    CURLcode rc[N];
+    for (int i = 0; i < N; i++)
+        rc[i] = CURLE_GOT_NOTHING;
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m, &left)))
+        for (int i = 0; i < N; i++)
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy[i])
+                rc[i] = msg->data.result;
+    for (int i = 0; i < N; i++) {
+        long status = 0;
+        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
+        /* rc 18 (partial file) is a stream cut short before [DONE]. */
+        if (status != 200 || rc[i] != CURLE_OK)
+            fail_msg("request %d: status %ld, curl %d: %s", i, status, (int)rc[i],
+                     out[i].data ? out[i].data : "(nothing)");
+        assert_non_null(out[i].data);
+        if (i < N_STREAMS) {
+            if (!strstr(out[i].data, "\"finish_reason\":\"cancelled\""))
+                fail_msg("stream %d has no cancelled chunk: %s", i, out[i].data);
+            size_t n = strlen(out[i].data);
+            assert_true(n > 14 && !strcmp(out[i].data + n - 14, "data: [DONE]\n\n"));
+        } else {
+            json_error_t e;
+            json_t *j = json_loads(out[i].data, 0, &e);
+            if (!j)
+                fail_msg("request %d: not JSON: %s", i, out[i].data);
+            json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+            assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")),
+                                "cancelled");
+            json_decref(j);
+        }
+        free(out[i].data);
+        curl_multi_remove_handle(m, easy[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_multi_cleanup(m);
+    /* The exit, once the engine's step ends; bounded only against a hang. */
+    int status = -1;
+    bool exited = false;
+    for (int i = 0; i < 6000 && !exited; i++) {
+        exited = waitpid(s.pid, &status, WNOHANG) == s.pid;
+        if (!exited)
+            sleep_ms(10);
+    }
+    assert_true(exited);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    s.pid = 0;
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -393,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_per_client_cap),
         cmocka_unit_test(test_disconnect_cancels_within_a_step),
         cmocka_unit_test(test_grace_end_cancels_and_exits),
+        cmocka_unit_test(test_shutdown_ends_every_request_on_a_slow_backend),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
