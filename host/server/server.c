@@ -312,7 +312,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? ilab_conn_opened(s->monitor, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? ilab_conn_opened(s->monitor, ci->connect_fd,
+                                                ai ? ai->client_addr : NULL) : NULL;
     } else {
         ilab_conn_closed(s->monitor, *socket_context);
         *socket_context = NULL;
@@ -422,8 +425,6 @@ static ilab_status start_daemon(ilab_server *s, const struct sockaddr_storage *a
         flags |= MHD_USE_IPv6;
     unsigned max_conn = fit_fd_limit(cfg->max_connections > 0 ? (unsigned)cfg->max_connections
                                                               : 4096);
-    unsigned per_client = cfg->max_connections_per_client > 0
-                              ? (unsigned)cfg->max_connections_per_client : 0;
     unsigned idle = cfg->request_timeout_seconds > 0 ? (unsigned)cfg->request_timeout_seconds
                                                      : 60;
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 2;
@@ -433,7 +434,6 @@ static ilab_status start_daemon(ilab_server *s, const struct sockaddr_storage *a
                                  MHD_OPTION_THREAD_POOL_SIZE, threads,
                                  MHD_OPTION_CONNECTION_TIMEOUT, idle,
                                  MHD_OPTION_CONNECTION_LIMIT, max_conn,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -509,6 +509,9 @@ ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_b
         st = ilab_conn_monitor_start(head, &s->monitor);
         if (st != ILAB_OK)
             snprintf(err, err_cap, "starting the connection monitor: %s", ilab_status_name(st));
+        else /* the per-address budgets: the monitor's, not libmicrohttpd's (ADR 0019) */
+            ilab_conn_monitor_set_limits(s->monitor, cfg->max_connections_per_client,
+                                         cfg->max_connections_per_loopback_client);
     }
     if (st == ILAB_OK)
         st = start_daemon(s, &addr, err, err_cap);
