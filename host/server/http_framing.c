@@ -27,6 +27,11 @@ static bool name_is(const ilab_http_field *f, const char *name)
 /* Every line ends in CRLF, none is folded, no bare CR or LF anywhere. */
 static bool lines_ok(const ilab_http_head *h, ilab_api_error *e)
 {
+    /* The request line's words (the target as it came: libmicrohttpd
+     * unescapes the head's copy in place). */
+    if (has_line_byte(h->start, strlen(h->start)) || has_line_byte(h->target, h->target_len) ||
+        has_line_byte(h->version, h->version_len))
+        return ilab_api_fail(e, 400, NULL, "malformed request line: it holds a bare CR or LF");
     uintptr_t end = addr(h->version) + h->version_len; /* the request line's last byte + 1 */
     for (size_t i = 0; i < h->n_fields; i++) {
         const ilab_http_field *f = &h->fields[i];

@@ -39,6 +39,8 @@ typedef struct ilab_http_field {
 typedef struct ilab_http_head {
     const char *start;           /* the head's first byte (the method's) */
     size_t size;                 /* bytes up to and including the blank line */
+    const char *target;          /* the request target as it came (not unescaped) */
+    size_t target_len;
     const char *version;         /* inside the head, after the request target */
     size_t version_len;
     const ilab_http_field *fields; /* in the order they came */

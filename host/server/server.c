@@ -162,8 +162,8 @@ static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const c
 
 /* RFC 9112 framing (http_framing.h) on the head libmicrohttpd parsed in
  * place: `method` is its first byte (the request line starts with it). */
-static bool framing_ok(struct MHD_Connection *c, const char *method, const char *version,
-                       ilab_api_error *e)
+static bool framing_ok(struct MHD_Connection *c, const char *method, const char *target,
+                       const char *version, ilab_api_error *e)
 {
     const union MHD_ConnectionInfo *hs =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
@@ -174,7 +174,9 @@ static bool framing_ok(struct MHD_Connection *c, const char *method, const char 
         ok = false;
         ilab_api_fail(e, 500, NULL, "out of memory checking the request head");
     } else {
-        ilab_http_head h = {.start = method, .size = hs->header_size, .version = version,
+        ilab_http_head h = {.start = method, .size = hs->header_size,
+                            .target = target ? target : "",
+                            .target_len = target ? strlen(target) : 0, .version = version,
                             .version_len = strlen(version), .fields = l.v, .n_fields = l.n};
         ok = ilab_http_framing_ok(&h, e);
     }
@@ -197,7 +199,7 @@ static enum MHD_Result request_begin(ilab_server *s, struct MHD_Connection *c,
      * byte of the body is read, and the connection closed: whatever follows
      * cannot be told apart from the next request (request smuggling). */
     ilab_api_error fe;
-    if (!framing_ok(c, method, version, &fe)) {
+    if (!framing_ok(c, method, rs->path, version, &fe)) {
         rs->refused_head = true;
         ilab_server_count_protocol_error(s, fe.http_status);
         return ilab_server_send_error(s, c, &fe);
