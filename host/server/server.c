@@ -172,7 +172,8 @@ static bool framing_ok(struct MHD_Connection *c, const char *method, const char 
     bool ok;
     if (!hs || l.oom) {
         ok = false;
-        ilab_api_fail(e, 500, NULL, "out of memory checking the request head");
+        ilab_api_fail(e, 500, NULL, l.oom ? "out of memory checking the request head"
+                                          : "the request head's size is not known");
     } else {
         ilab_http_head h = {.start = method, .size = hs->header_size,
                             .target = target ? target : "",
