@@ -45,9 +45,9 @@ static bool lines_ok(const ilab_http_head *h, ilab_api_error *e)
                 snprintf(where, sizeof where, "header '%.*s'",
                          (int)(h->fields[i - 1].name_len > 64 ? 64 : h->fields[i - 1].name_len),
                          h->fields[i - 1].name);
-            return ilab_api_fail(e, 400, NULL, "malformed request head: the line after %s "
-                                 "does not end in CRLF, is folded, or holds a bare CR or LF "
-                                 "(RFC 9112: every line ends in CRLF; obsolete line folding "
+            return ilab_api_fail(e, 400, NULL, "malformed request head: %s does not end in "
+                                 "CRLF, or the line after it is folded or holds a bare CR or "
+                                 "LF (RFC 9112: every line ends in CRLF; obsolete line folding "
                                  "is not accepted)", where);
         }
         end = addr(f->value) + f->value_len;
