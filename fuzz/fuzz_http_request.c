@@ -1,7 +1,8 @@
 /* Fuzz target: the OpenAI request parsers, JSON body -> ilab_api_request,
  * as POST /v1/completions and /v1/chat/completions run them.
  *
- * Input: a control byte (bit 0: chat or completions), then the body.
+ * Input: a control byte (bit 0: chat or completions; bit 1: a request head
+ * instead of a body, below), then the body.
  * Calls ilab_api_request_parse() and asserts:
  *  - a refusal is a 4xx/5xx with a message, and leaves nothing allocated;
  *  - an accepted request has every value inside the range docs/http-api.md
@@ -14,13 +15,29 @@
  *    string and the model are compared with an independent reading of the
  *    JSON, and a chat prompt with this file's rendering of the documented
  *    template (docs/chat-template.md; "developer" is rendered "system", a
- *    message's "name" is not rendered). */
+ *    message's "name" is not rendered).
+ *
+ * With bit 1 the rest is a raw request head, and the target checks the
+ * server's RFC 9112 framing check (ilab_http_framing_ok): it splits the
+ * head the way libmicrohttpd 0.9.75 does, in place (line ends overwritten
+ * with NULs, a folded line's field moved elsewhere, a bare CR kept in its
+ * value), hands the positions to the check, and asserts that it accepts
+ * exactly the heads that an independent reading of the raw bytes frames
+ * correctly (CRLF lines only, no folding, HTTP/1.0 or 1.1, one
+ * Content-Length at most, Transfer-Encoding alone, once, "chunked", not in
+ * HTTP/1.0), refusing the rest with the status that reading expects. Heads
+ * libmicrohttpd itself refuses before any callback (no colon in a line, a
+ * request line that is not three words) are skipped. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include <ctype.h>
+#include <strings.h>
+
 #include "chat_template.h"
 #include "fuzz.h"
+#include "http_framing.h"
 #include "openai_request.h"
 
 static bool same_text(const char *got, json_t *want)
@@ -156,10 +173,169 @@ static void check_text(const ilab_api_request *r, json_t *root)
                    "prompt token %zu", i);
 }
 
+/* --- request heads -------------------------------------------------------- */
+
+#define MAX_FIELDS 64
+
+/* libmicrohttpd 0.9.75's in-place split, as a model: lines end at LF (a CR
+ * just before it goes too); each end is overwritten with NULs; a line that
+ * starts with SP or HTAB continues the previous field, which is rebuilt
+ * ("name", "value SP continuation") in a separate allocation. Returns false
+ * for heads it would refuse itself. */
+static bool split_like_mhd(char *buf, size_t n, char *moved, ilab_http_head *h,
+                           ilab_http_field *f)
+{
+    size_t pos = 0, line = 0, moved_used = 0;
+    h->start = buf;
+    h->n_fields = 0;
+    for (;;) {
+        char *lf = memchr(buf + pos, '\n', n - pos);
+        if (!lf)
+            return false; /* the head never ends */
+        size_t end = (size_t)(lf - buf), len = end - pos;
+        if (len > 0 && buf[end - 1] == '\r') {
+            buf[end - 1] = '\0';
+            len--;
+        }
+        *lf = '\0';
+        char *l = buf + pos;
+        pos = end + 1;
+        if (line++ == 0) { /* the request line: three words, the version last */
+            char *sp1 = memchr(l, ' ', len), *sp2 = sp1 ? memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - l)) : NULL;
+            if (!sp1 || !sp2 || memchr(sp2 + 1, ' ', len - (size_t)(sp2 + 1 - l)) || sp2 + 1 == l + len)
+                return false;
+            *sp1 = *sp2 = '\0';
+            h->target = sp1 + 1;
+            h->target_len = (size_t)(sp2 - sp1 - 1);
+            h->version = sp2 + 1;
+            h->version_len = len - (size_t)(sp2 + 1 - l);
+            continue;
+        }
+        if (len == 0)
+            break; /* the blank line */
+        if (l[0] == ' ' || l[0] == '\t') {
+            if (h->n_fields == 0)
+                return false;
+            ilab_http_field *prev = &f[h->n_fields - 1];
+            size_t need = prev->name_len + prev->value_len + len + 3;
+            if (moved_used + need > n + 64)
+                return false;
+            char *name = moved + moved_used;
+            memcpy(name, prev->name, prev->name_len);
+            name[prev->name_len] = '\0';
+            char *value = name + prev->name_len + 1;
+            memcpy(value, prev->value, prev->value_len);
+            size_t skip = 0;
+            while (skip < len && (l[skip] == ' ' || l[skip] == '\t'))
+                skip++;
+            value[prev->value_len] = ' ';
+            memcpy(value + prev->value_len + 1, l + skip, len - skip);
+            prev->name = name;
+            prev->value = value;
+            prev->value_len += 1 + len - skip;
+            moved_used += need;
+            continue;
+        }
+        char *colon = memchr(l, ':', len);
+        if (!colon || colon == l || h->n_fields == MAX_FIELDS)
+            return false;
+        *colon = '\0';
+        char *v = colon + 1;
+        while (v < l + len && (*v == ' ' || *v == '\t'))
+            v++;
+        f[h->n_fields++] = (ilab_http_field){l, (size_t)(colon - l), v, (size_t)(l + len - v)};
+    }
+    h->size = pos;
+    h->fields = f;
+    return true;
+}
+
+/* The raw head's own reading: the status a correct check gives (0 = none). */
+static unsigned expected_status(const char *raw, size_t n)
+{
+    bool crlf = n >= 4 && !memcmp(raw + n - 4, "\r\n\r\n", 4);
+    for (size_t i = 0; i < n; i++) {
+        if (raw[i] == '\n' && (i == 0 || raw[i - 1] != '\r'))
+            crlf = false;
+        if (raw[i] == '\r' && (i + 1 == n || raw[i + 1] != '\n'))
+            crlf = false;
+        if (raw[i] == '\n' && i + 1 < n && (raw[i + 1] == ' ' || raw[i + 1] == '\t'))
+            crlf = false; /* obsolete line folding */
+        if (raw[i] == '\0')
+            crlf = false;
+    }
+    if (!crlf)
+        return 400;
+    const char *eol = strstr(raw, "\r\n");
+    const char *ver = eol;
+    while (ver > raw && ver[-1] != ' ')
+        ver--;
+    bool v10 = eol - ver == 8 && !memcmp(ver, "HTTP/1.0", 8);
+    if (!(eol - ver == 8 && (v10 || !memcmp(ver, "HTTP/1.1", 8))))
+        return 505;
+    size_t cl = 0, te = 0;
+    bool chunked = false;
+    for (const char *l = eol + 2; *l != '\r'; l = strstr(l, "\r\n") + 2) {
+        const char *colon = strchr(l, ':');
+        size_t name = (size_t)(colon - l);
+        if (name == 14 && !strncasecmp(l, "Content-Length", 14))
+            cl++;
+        if (name == 17 && !strncasecmp(l, "Transfer-Encoding", 17)) {
+            te++;
+            const char *v = colon + 1, *e = strstr(v, "\r\n");
+            while (v < e && (*v == ' ' || *v == '\t'))
+                v++;
+            while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+            chunked = e - v == 7 && !strncasecmp(v, "chunked", 7);
+        }
+    }
+    if (cl > 1 || (te && cl) || (te && v10))
+        return 400;
+    if (te > 1 || (te && !chunked))
+        return 501;
+    return 0;
+}
+
+static void check_head(const uint8_t *data, size_t size)
+{
+    /* The head ends at its first blank line, as a server reads it. */
+    const char *raw = (const char *)data;
+    size_t n = 0;
+    for (size_t i = 0; i < size && !n; i++)
+        if (raw[i] == '\n' && ((i >= 1 && raw[i - 1] == '\n') ||
+                               (i >= 2 && raw[i - 1] == '\r' && raw[i - 2] == '\n')))
+            n = i + 1;
+    if (!n || memchr(raw, '\0', n))
+        return; /* incomplete; or a NUL, which libmicrohttpd reads as the line's end */
+    char *buf = calloc(1, n + 16), *moved = calloc(1, n + 64), *copy = fuzz_strndup(data, n);
+    FUZZ_CHECK(buf && moved && copy, "oom");
+    memcpy(buf, raw, n);
+    ilab_http_head h;
+    ilab_http_field f[MAX_FIELDS];
+    if (split_like_mhd(buf, n, moved, &h, f)) {
+        unsigned want = expected_status(copy, n);
+        ilab_api_error e;
+        memset(&e, 0, sizeof e);
+        bool ok = ilab_http_framing_ok(&h, &e);
+        FUZZ_CHECK(ok == (want == 0), "framing check says %s, the raw bytes %u: %.200s",
+                   ok ? "ok" : e.message, want, copy);
+        FUZZ_CHECK(ok || (e.http_status == want && e.message[0]), "status %u for %u: %s",
+                   e.http_status, want, e.message);
+    }
+    free(buf);
+    free(moved);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if (data[0] & 2) {
+        check_head(data + 1, size - 1);
+        return 0;
+    }
     ilab_api_kind kind = (data[0] & 1) ? ILAB_API_CHAT : ILAB_API_COMPLETION;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;

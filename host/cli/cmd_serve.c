@@ -192,6 +192,7 @@ static ilab_server_config server_config(const serve_options *o, const ilab_setti
         .head_timeout_seconds = ss->head_timeout_seconds,
         .max_connections = ss->max_connections,
         .max_connections_per_client = ss->max_connections_per_client,
+        .max_connections_per_loopback_client = ss->max_connections_per_loopback_client,
         .threads = ss->threads,
     };
 }

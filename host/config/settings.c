@@ -34,6 +34,7 @@ void ilab_settings_init(ilab_settings *s)
     s->server.head_timeout_seconds = 10;
     s->server.max_connections = 4096;
     s->server.max_connections_per_client = 256;
+    s->server.max_connections_per_loopback_client = 0; /* loopback: max_connections only */
     s->server.threads = 2;
     s->server.isolate_backends = 1;
     s->server.backend_call_timeout_seconds = 60;
@@ -184,6 +185,8 @@ static const int_key server_keys[] = {
     {"max_connections", 1, 1 << 20, offsetof(ilab_settings, server.max_connections), false},
     {"max_connections_per_client", 0, 1 << 20,
      offsetof(ilab_settings, server.max_connections_per_client), false},
+    {"max_connections_per_loopback_client", 0, 1 << 20,
+     offsetof(ilab_settings, server.max_connections_per_loopback_client), false},
     {"threads", 1, 64, offsetof(ilab_settings, server.threads), false},
     {"metrics_require_key", 0, 1, offsetof(ilab_settings, server.metrics_require_key), false},
     {"isolate_backends", 0, 1, offsetof(ilab_settings, server.isolate_backends), false},

@@ -34,6 +34,7 @@ typedef struct ilab_server_settings {
     int head_timeout_seconds;      /* deadline for a complete request head */
     int max_connections;           /* open connections in all */
     int max_connections_per_client; /* per client address; 0 = no limit */
+    int max_connections_per_loopback_client; /* per loopback address; 0 = no limit */
     int threads;                   /* HTTP event-loop threads */
     char *api_key;                 /* owned; NULL = none */
     int metrics_require_key;       /* 1: /metrics needs the key too */

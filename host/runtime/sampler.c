@@ -3,6 +3,7 @@
  * spirit of llama2.c's run.c. */
 #include "sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -232,18 +233,29 @@ static void apply_penalties(ilab_sampler *s, float *logits)
     apply_presence_frequency(s, logits);
 }
 
-/* Runs every processor after the penalties and leaves the surviving tokens,
- * with logits divided by T, in s->cand[0..n_cand). Temperature > 0. */
+/* softmax(l / T) == softmax((l - max) / T). The shifted form is what the
+ * sampler works with, in double until it is stored: every value is <= 0,
+ * so no T > 0 overflows it, however small (1e-45 is a float; 1 / 1e-45 is
+ * not). Below -FLT_MAX it becomes -inf, where expf already gave 0. */
+static float shifted(float logit, float max_logit, float temperature)
+{
+    double v = ((double)logit - (double)max_logit) / (double)temperature;
+    return v < -FLT_MAX ? -INFINITY : (float)v; /* (a cast out of range is undefined) */
+}
+
+/* Runs every processor after the penalties and leaves the surviving tokens
+ * in s->cand[0..n_cand), each with (logit - max) / T: the largest is 0.
+ * Temperature > 0. Tokens whose logit is -inf or NaN never survive; when
+ * some logits are +inf (a penalty divided by a tiny factor), those tokens
+ * share all the mass. */
 static void select_candidates(ilab_sampler *s, const float *logits)
 {
     const ilab_sampling_t *p = &s->params;
     int32_t n = s->vocab_size;
-    float inv_t = 1.0f / p->temperature;
     float max_logit = -INFINITY;
     for (int32_t i = 0; i < n; i++)
-        if (logits[i] > max_logit)
+        if (logits[i] > max_logit) /* false for NaN */
             max_logit = logits[i];
-    max_logit *= inv_t;
     /* (float exps throughout: glibc's expf is several times faster than exp;
      * sums are kept in double.) */
 
@@ -252,17 +264,18 @@ static void select_candidates(ilab_sampler *s, const float *logits)
     bool p_over_all = use_top_p && !use_top_k; /* nucleus mass over the whole vocabulary */
     int32_t m = 0;
     double total = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        float l = logits[i] * inv_t;
-        if (l == -INFINITY)
+    for (int32_t i = 0; max_logit > -INFINITY && i < n; i++) {
+        float l = max_logit == INFINITY ? (logits[i] == INFINITY ? 0.0f : -INFINITY)
+                                        : shifted(logits[i], max_logit, p->temperature);
+        if (!(l > -INFINITY)) /* -inf, or NaN */
             continue;
         s->cand[m].logit = l;
         s->cand[m].id = i;
         m++;
         if (p_over_all)
-            total += (double)expf(l - max_logit);
+            total += (double)expf(l);
     }
-    if (m == 0) { /* every logit -inf: fall back to the first token */
+    if (m == 0) { /* every logit -inf or NaN: fall back to the first token */
         s->cand[0].logit = 0.0f;
         s->cand[0].id = argmax(logits, n);
         s->n_cand = 1;
@@ -286,7 +299,7 @@ static void select_candidates(ilab_sampler *s, const float *logits)
             sift_down(s->cand, heap_n, 0);
             s->sorted[kept++] = top;
             if (p_over_all)
-                before += (double)expf(top.logit - max_logit);
+                before += (double)expf(top.logit); /* the maximum is 0 */
         }
         memcpy(s->cand, s->sorted, (size_t)kept * sizeof *s->cand);
         m = kept;

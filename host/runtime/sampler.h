@@ -6,7 +6,11 @@
  * with the other penalty, before any warper, as vLLM applies them), then
  * temperature, top-k, top-p, min-p; then one draw from the request's own
  * seeded RNG. Temperature 0 is greedy (argmax after the penalties) and never
- * touches the RNG.
+ * touches the RNG. Every temperature > 0 samples from softmax(l / T),
+ * computed as softmax((l - max) / T) so that no T overflows it: there is no
+ * other threshold. A small T is greedy by arithmetic, not by a rule: once
+ * (l_max - l_2nd) / T passes about 104, every other token's exp is 0 in
+ * float and only the maximum (ties shared by the draw) can come out.
  *
  * Logprobs (the chosen token's and the top-k list) are log_softmax of the RAW
  * logits the backend returned, before any processor — what vLLM returns by
@@ -61,8 +65,9 @@ int32_t ilab_sampler_sample(ilab_sampler *s, float *logits, float *logprob,
 
 /* The processors alone, exposed for tests (SMP-5): apply the penalties,
  * temperature, top-k, top-p and min-p to `logits` in place; removed tokens
- * become -INFINITY; kept ones hold logit / T. Temperature 0 leaves only the
- * argmax. */
+ * become -INFINITY; kept ones hold (logit - max) / T, the same
+ * distribution as logit / T with the largest at 0. Temperature 0 leaves
+ * only the argmax, unscaled. */
 void ilab_sampler_process(ilab_sampler *s, float *logits);
 
 #endif

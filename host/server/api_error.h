@@ -3,6 +3,7 @@
 #ifndef ILAB_SERVER_API_ERROR_H
 #define ILAB_SERVER_API_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "inferlab/status.h"
@@ -13,6 +14,7 @@ typedef struct ilab_api_error {
     char param[64];        /* the offending field ("" when none) */
     char message[512];     /* names the thing and what is wrong */
     int retry_after;       /* seconds for a Retry-After header; 0 = none */
+    bool close;            /* answer with Connection: close (the framing is not trusted) */
 } ilab_api_error;
 
 /* Fill `e` with printf-style text. `param` may be NULL. Returns 0 so callers

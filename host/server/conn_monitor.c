@@ -1,8 +1,12 @@
 /* The connection monitor thread: head deadlines and hang-up watching. */
 #include "conn_monitor.h"
 
+#include "auth.h"
+
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -13,6 +17,11 @@
 
 struct ilab_conn {
     int fd;                 /* libmicrohttpd's; valid until ilab_conn_closed */
+    pthread_t owner;        /* the libmicrohttpd thread that serves it */
+    struct sockaddr_storage addr; /* the client's (port zeroed): the per-address budget */
+    bool has_addr;
+    bool loopback;
+    bool over_limit;        /* refused for its address's budget: shut down at once */
     uint64_t serial;        /* the epoll key: a stale event never finds a freed record */
     bool in_request;        /* a head arrived and its response has not ended */
     bool shut;              /* the deadline passed and the socket was shut down */
@@ -30,6 +39,9 @@ struct ilab_conn_monitor {
     uint64_t head_timeout_ns;
     uint64_t next_serial;
     uint64_t head_timeouts;
+    uint64_t over_limit;    /* connections refused for their address's budget */
+    int per_client;         /* open connections per client address; 0 = no limit */
+    int per_loopback;       /* the same for a loopback address; 0 = no limit */
     ilab_conn *head;        /* every open connection */
 };
 
@@ -143,13 +155,65 @@ void ilab_conn_monitor_stop(ilab_conn_monitor *m)
     free(m);
 }
 
-ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd)
+void ilab_conn_monitor_set_limits(ilab_conn_monitor *m, int per_client, int per_loopback)
+{
+    pthread_mutex_lock(&m->mu);
+    m->per_client = per_client > 0 ? per_client : 0;
+    m->per_loopback = per_loopback > 0 ? per_loopback : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* The client's address without its port, so that equal addresses compare
+ * equal byte for byte. */
+static bool address_key(const struct sockaddr *a, struct sockaddr_storage *out)
+{
+    memset(out, 0, sizeof *out);
+    if (a && a->sa_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)out;
+        in->sin_family = AF_INET;
+        in->sin_addr = ((const struct sockaddr_in *)a)->sin_addr;
+        return true;
+    }
+    if (a && a->sa_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = ((const struct sockaddr_in6 *)a)->sin6_addr;
+        return true;
+    }
+    return false;
+}
+
+/* Under m->mu: is `k` one too many for its address? Its open connections
+ * are counted by a walk over the list: a few thousand compares per accept,
+ * which is cheap next to the accept itself. */
+static bool over_budget(const ilab_conn_monitor *m, const ilab_conn *k)
+{
+    int limit = k->loopback ? m->per_loopback : m->per_client;
+    if (!k->has_addr || limit == 0)
+        return false;
+    int n = 0;
+    for (const ilab_conn *o = m->head; o; o = o->next)
+        n += o->has_addr && !o->over_limit && !memcmp(&o->addr, &k->addr, sizeof k->addr);
+    return n >= limit;
+}
+
+ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd, const struct sockaddr *client)
 {
     ilab_conn *k = calloc(1, sizeof *k);
     if (!k)
         return NULL;
     k->fd = fd;
+    k->owner = pthread_self(); /* STARTED runs on the thread that will serve it */
+    k->has_addr = address_key(client, &k->addr);
+    k->loopback = k->has_addr && ilab_addr_is_loopback((const struct sockaddr *)&k->addr);
     pthread_mutex_lock(&m->mu);
+    if (over_budget(m, k)) {
+        /* Closed at once: libmicrohttpd reads the end of stream and closes it. */
+        k->over_limit = true;
+        k->shut = true;
+        m->over_limit++;
+        shutdown(fd, SHUT_RDWR);
+    }
     k->serial = m->next_serial++;
     k->head_deadline_ns = now_ns() + m->head_timeout_ns;
     k->next = m->head;
@@ -228,10 +292,39 @@ void ilab_conn_unwatch(ilab_conn_monitor *m, uint64_t watch_id)
     pthread_mutex_unlock(&m->mu);
 }
 
+uint64_t ilab_conn_monitor_over_limit(ilab_conn_monitor *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t n = m->over_limit;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 uint64_t ilab_conn_monitor_head_timeouts(ilab_conn_monitor *m)
 {
     pthread_mutex_lock(&m->mu);
     uint64_t n = m->head_timeouts;
     pthread_mutex_unlock(&m->mu);
     return n;
+}
+
+int ilab_conn_sole_head_waiter(ilab_conn_monitor *m)
+{
+    pthread_t self = pthread_self();
+    int fd = -1, found = 0;
+    pthread_mutex_lock(&m->mu);
+    for (ilab_conn *k = m->head; k && found < 2; k = k->next) {
+        if (k->in_request || k->shut || !pthread_equal(k->owner, self))
+            continue;
+        /* One whose reading side has ended (the peer closed, or it was
+         * refused and shut down, and libmicrohttpd has not noticed yet) is
+         * waiting for nothing. */
+        char b;
+        if (recv(k->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+            continue;
+        fd = k->fd;
+        found++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return found == 1 ? fd : -1;
 }

@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "inferlab/status.h"
 
@@ -33,8 +34,21 @@ ilab_status ilab_conn_monitor_start(double head_timeout_seconds, ilab_conn_monit
 /* Join the thread and free every record. After the HTTP daemon stopped. */
 void ilab_conn_monitor_stop(ilab_conn_monitor *m);
 
-/* libmicrohttpd's STARTED / CLOSED notifications (its threads). */
-ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd);
+/* The per-address connection budget: at most `per_client` open connections
+ * from one client address, and `per_loopback` from one loopback address
+ * (0: no limit; only the server's own max_connections then applies).
+ * Loopback has its own budget because every local process, and every
+ * client of a reverse proxy on the same host, shares its one address: one
+ * budget for all of them lets one local process lock out the rest, the
+ * local health checker included (docs/http-api.md). Before the daemon
+ * starts. */
+void ilab_conn_monitor_set_limits(ilab_conn_monitor *m, int per_client, int per_loopback);
+
+/* libmicrohttpd's STARTED / CLOSED notifications (its threads). `client`
+ * is the peer's address (may be NULL: no budget applies). A connection
+ * over its address's budget is shut down at once; its record stays until
+ * CLOSED, counting for nothing. */
+ilab_conn *ilab_conn_opened(ilab_conn_monitor *m, int fd, const struct sockaddr *client);
 void ilab_conn_closed(ilab_conn_monitor *m, ilab_conn *k);
 
 /* A request head arrived (the deadline stops) / its response ended (the
@@ -50,6 +64,17 @@ uint64_t ilab_conn_watch(ilab_conn_monitor *m, ilab_conn *k, ilab_conn_gone_fn g
 /* By id, because the record may be gone already (closed). After it returns,
  * gone() is not running and will not run. */
 void ilab_conn_unwatch(ilab_conn_monitor *m, uint64_t watch_id);
+
+/* The socket of the one connection served by the calling libmicrohttpd
+ * thread that is waiting for a request head; -1 when there are none or
+ * several. For a library error about a request no callback has named yet
+ * (an unsupported HTTP version): on its own thread, while it reports the
+ * error, that request's connection is one of these, so when it is the only
+ * one it is the one. */
+int ilab_conn_sole_head_waiter(ilab_conn_monitor *m);
+
+/* Connections shut down for being over their address's budget, so far. */
+uint64_t ilab_conn_monitor_over_limit(ilab_conn_monitor *m);
 
 /* Connections shut down for missing the head deadline, so far. */
 uint64_t ilab_conn_monitor_head_timeouts(ilab_conn_monitor *m);

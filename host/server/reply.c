@@ -85,6 +85,8 @@ enum MHD_Result ilab_server_send_error(ilab_server *s, struct MHD_Connection *c,
         snprintf(ra, sizeof ra, "%d", e->retry_after);
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
+    if (e->close) /* libmicrohttpd then neither reads the body nor another request */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, e->http_status, r);
     MHD_destroy_response(r);
     ilab_server_count_status(s, e->http_status);

@@ -16,6 +16,7 @@
 #include "../isolation/proxy.h"
 #include "../runtime/metrics.h"
 #include "bytes.h"
+#include "http_framing.h"
 
 /* One request's own state (libmicrohttpd's per-request context): its body
  * as it arrives, and a deferred handler's continuation. */
@@ -33,6 +34,7 @@ struct ilab_request_state {
     struct MHD_Connection *c;
     bool handled;               /* the access handler has been called */
     bool refused;               /* answered on the socket (refuse_on_socket) */
+    bool refused_head;          /* answered from its head alone (framing): nothing more */
 };
 
 /* The request whose request line this libmicrohttpd thread parsed last
@@ -66,23 +68,29 @@ static ilab_conn *conn_of(struct MHD_Connection *c)
  * `Connection: close`, then shut the socket down. For the cases where
  * libmicrohttpd 0.9.75 itself would answer wrongly (see mhd_log, on_uri):
  * whatever it then tries to write fails, and it closes the connection. */
-static void refuse_on_socket(ilab_request_state *rs, const ilab_api_error *e)
+static void refuse_fd(int fd, const ilab_api_error *e)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(rs->c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char *body = ilab_api_error_json(e);
-    if (ci && body) {
+    if (body) {
         char head[256];
         int n = snprintf(head, sizeof head, "HTTP/1.1 %u %s\r\nContent-Type: application/json"
                          "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
                          e->http_status, MHD_get_reason_phrase_for(e->http_status),
                          strlen(body));
         /* A few hundred bytes into an idle socket's buffer: they fit. */
-        (void)!send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)!send(ci->connect_fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
-        shutdown(ci->connect_fd, SHUT_RDWR);
+        (void)!send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)!send(fd, body, strlen(body), MSG_NOSIGNAL | MSG_DONTWAIT);
+        shutdown(fd, SHUT_RDWR);
     }
     free(body);
+}
+
+static void refuse_on_socket(ilab_request_state *rs, const ilab_api_error *e)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rs->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        refuse_fd(ci->connect_fd, e);
     rs->refused = true;
 }
 
@@ -127,15 +135,77 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return rs;
 }
 
+/* The head's fields in the order they came, for the framing check. */
+typedef struct field_list {
+    ilab_http_field *v;
+    size_t n, cap;
+    bool oom;
+} field_list;
+
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                     size_t name_len, const char *value, size_t value_len)
+{
+    (void)kind;
+    field_list *l = cls;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 32;
+        ilab_http_field *grown = realloc(l->v, cap * sizeof *grown);
+        if (!grown) {
+            l->oom = true;
+            return MHD_NO;
+        }
+        l->v = grown;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (ilab_http_field){name, name_len, value ? value : "", value ? value_len : 0};
+    return MHD_YES;
+}
+
+/* RFC 9112 framing (http_framing.h) on the head libmicrohttpd parsed in
+ * place: `method` is its first byte (the request line starts with it). */
+static bool framing_ok(struct MHD_Connection *c, const char *method, const char *target,
+                       const char *version, ilab_api_error *e)
+{
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    field_list l = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_field, &l);
+    bool ok;
+    if (!hs || l.oom) {
+        ok = false;
+        ilab_api_fail(e, 500, NULL, l.oom ? "out of memory checking the request head"
+                                          : "the request head's size is not known");
+    } else {
+        ilab_http_head h = {.start = method, .size = hs->header_size,
+                            .target = target ? target : "",
+                            .target_len = target ? strlen(target) : 0, .version = version,
+                            .version_len = strlen(version), .fields = l.v, .n_fields = l.n};
+        ok = ilab_http_framing_ok(&h, e);
+    }
+    free(l.v);
+    e->close = !ok;
+    return ok;
+}
+
 /* The first call for a request: its head is complete. */
 static enum MHD_Result request_begin(ilab_server *s, struct MHD_Connection *c,
-                                     ilab_request_state *rs, const char *method)
+                                     ilab_request_state *rs, const char *method,
+                                     const char *version)
 {
     rs->handled = true;
     snprintf(rs->method, sizeof rs->method, "%s", method);
     if (rs->refused)
         return MHD_NO; /* answered already (on_uri) */
     ilab_conn_request_began(s->monitor, rs->conn);
+    /* A head that does not frame its body by the RFC is refused before a
+     * byte of the body is read, and the connection closed: whatever follows
+     * cannot be told apart from the next request (request smuggling). */
+    ilab_api_error fe;
+    if (!framing_ok(c, method, rs->path, version, &fe)) {
+        rs->refused_head = true;
+        ilab_server_count_protocol_error(s, fe.http_status);
+        return ilab_server_send_error(s, c, &fe);
+    }
     /* A declared length over the limit is refused before reading it. */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -164,13 +234,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    (void)version;
     ilab_server *s = cls;
     ilab_request_state *rs = *con_cls;
     if (!rs)
         return MHD_NO; /* out of memory in on_uri */
     if (!rs->handled)
-        return request_begin(s, c, rs, method);
+        return request_begin(s, c, rs, method, version);
+    if (rs->refused_head) { /* its answer is queued; keep nothing, answer nothing more */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -243,7 +316,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? ilab_conn_opened(s->monitor, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? ilab_conn_opened(s->monitor, ci->connect_fd,
+                                                ai ? ai->client_addr : NULL) : NULL;
     } else {
         ilab_conn_closed(s->monitor, *socket_context);
         *socket_context = NULL;
@@ -303,6 +379,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
                             "(e.g. Content-Length is not a number)");
             refuse_on_socket(rs, &e);
         }
+        /* An unsupported HTTP version is refused by 0.9.75 before the URI
+         * callback, with an HTML page: no callback names the connection,
+         * but it is this thread's only one waiting for a head, if only one
+         * is (ilab_conn_sole_head_waiter). With several, the page stays. */
+        int fd = status == 505 ? ilab_conn_sole_head_waiter(s->monitor) : -1;
+        if (fd >= 0) {
+            ilab_api_error e;
+            ilab_api_fail(&e, 505, NULL, "the request's HTTP version is not supported "
+                          "(supported: HTTP/1.0, HTTP/1.1)");
+            refuse_fd(fd, &e);
+        }
     }
     ilab_server_log_error(&s->log, "http: ", fmt, ap);
 }
@@ -342,8 +429,6 @@ static ilab_status start_daemon(ilab_server *s, const struct sockaddr_storage *a
         flags |= MHD_USE_IPv6;
     unsigned max_conn = fit_fd_limit(cfg->max_connections > 0 ? (unsigned)cfg->max_connections
                                                               : 4096);
-    unsigned per_client = cfg->max_connections_per_client > 0
-                              ? (unsigned)cfg->max_connections_per_client : 0;
     unsigned idle = cfg->request_timeout_seconds > 0 ? (unsigned)cfg->request_timeout_seconds
                                                      : 60;
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 2;
@@ -353,7 +438,6 @@ static ilab_status start_daemon(ilab_server *s, const struct sockaddr_storage *a
                                  MHD_OPTION_THREAD_POOL_SIZE, threads,
                                  MHD_OPTION_CONNECTION_TIMEOUT, idle,
                                  MHD_OPTION_CONNECTION_LIMIT, max_conn,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -429,6 +513,9 @@ ilab_status ilab_server_start(const ilab_server_config *cfg, const ilab_server_b
         st = ilab_conn_monitor_start(head, &s->monitor);
         if (st != ILAB_OK)
             snprintf(err, err_cap, "starting the connection monitor: %s", ilab_status_name(st));
+        else /* the per-address budgets: the monitor's, not libmicrohttpd's (ADR 0019) */
+            ilab_conn_monitor_set_limits(s->monitor, cfg->max_connections_per_client,
+                                         cfg->max_connections_per_loopback_client);
     }
     if (st == ILAB_OK)
         st = start_daemon(s, &addr, err, err_cap);
@@ -469,9 +556,13 @@ static bool wait_idle(ilab_server *s, double seconds)
     return idle;
 }
 
-/* After the grace period: how long the engine gets to end cancelled
- * requests (one step), and then the responses to be written. */
-#define CANCEL_WAIT_SECONDS 0.5
+/* After the grace period: how long the engine gets to end the cancelled
+ * requests, and then the responses to be written. A running request
+ * leaves the engine at the end of the step it is in, so the wait is one
+ * step of the slowest backend served, whatever that takes: a backend still
+ * in one step after this long is taken as hung, and only then are the
+ * responses cut short (ADR 0019). */
+#define CANCEL_WAIT_SECONDS 30.0
 #define ABORT_WAIT_SECONDS 0.25
 
 void ilab_server_shutdown(ilab_server *s, double grace_seconds)

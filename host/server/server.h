@@ -24,6 +24,8 @@ typedef struct ilab_server_config {
                                     the connection opened or its last response ended */
     int max_connections;         /* open connections in all (default 4096) */
     int max_connections_per_client; /* open connections per client address (0 = none) */
+    int max_connections_per_loopback_client; /* the same for a loopback address (0 = none:
+                                                only max_connections applies) */
     int threads;                 /* event-loop threads (default 2) */
     const char *api_key;         /* NULL/"": no key; else the /v1 routes, /tokenize, /detokenize
                                     need "Authorization: Bearer <api_key>" */

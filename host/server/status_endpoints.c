@@ -213,6 +213,10 @@ static void http_metrics(ilab_server *s, FILE *f)
                   "Connections closed for not sending a complete request head in time.");
     fprintf(f, "inferlab_http_head_timeouts_total %llu\n",
             (unsigned long long)ilab_conn_monitor_head_timeouts(s->monitor));
+    metric_header(f, "inferlab_http_connections_over_limit_total", "counter",
+                  "Connections closed at once for being over their client address's budget.");
+    fprintf(f, "inferlab_http_connections_over_limit_total %llu\n",
+            (unsigned long long)ilab_conn_monitor_over_limit(s->monitor));
 }
 
 enum MHD_Result ilab_handle_metrics(ilab_server *s, struct MHD_Connection *c,

@@ -1,4 +1,5 @@
 /* Sampler tests: SMP-1..5, logprobs. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -192,7 +193,7 @@ static void smp5_processor_order_is_hf(void **state)
     ilab_sampler_process(s, a);
     assert_int_equal(kept(a, 3), 1);
     assert_true(a[1] != -INFINITY);
-    assert_float_equal(a[1], 1.5f, 1e-6);
+    assert_float_equal(a[1], 0.0f, 1e-6); /* kept logits are shifted: the largest is 0 */
     ilab_sampler_free(s);
 
     /* Temperature before top-p: at T = 0.5 token 0 alone holds 0.87 >= 0.8;
@@ -201,7 +202,7 @@ static void smp5_processor_order_is_hf(void **state)
     float b[3] = {2.0f, 1.0f, 0.0f};
     ilab_sampler_process(s, b);
     assert_int_equal(kept(b, 3), 1);
-    assert_float_equal(b[0], 4.0f, 1e-6); /* kept logits are divided by T */
+    assert_float_equal(b[0], 0.0f, 1e-6); /* (2 - max) / T */
     ilab_sampler_free(s);
 
     /* Top-k before top-p: four equal tokens, k = 2 then p = 0.5 keeps one
@@ -243,10 +244,11 @@ static void presence_and_frequency_penalties_count_output_only(void **state)
     ilab_sampler_accept(s, 2, true);
     float a[4] = {1.0f, 1.0f, 1.0f, 1.0f};
     ilab_sampler_process(s, a);
-    assert_float_equal(a[0], 1.0f, 1e-6);
-    assert_float_equal(a[1], 1.0f - 0.5f - 0.25f, 1e-6);
-    assert_float_equal(a[2], 1.0f - 0.5f - 3 * 0.25f, 1e-6);
-    assert_float_equal(a[3], 1.0f, 1e-6);
+    /* (kept logits are shifted by the maximum, 1, at T = 1) */
+    assert_float_equal(a[0], 1.0f - 1.0f, 1e-6);
+    assert_float_equal(a[1], 1.0f - 0.5f - 0.25f - 1.0f, 1e-6);
+    assert_float_equal(a[2], 1.0f - 0.5f - 3 * 0.25f - 1.0f, 1e-6);
+    assert_float_equal(a[3], 1.0f - 1.0f, 1e-6);
     ilab_sampler_free(s);
 
     /* Negative values encourage repeats. */
@@ -255,7 +257,7 @@ static void presence_and_frequency_penalties_count_output_only(void **state)
     ilab_sampler_accept(s, 1, true);
     float b[2] = {0.0f, 0.0f};
     ilab_sampler_process(s, b);
-    assert_float_equal(b[1], 2.0f, 1e-6);
+    assert_float_equal(b[1] - b[0], 2.0f, 1e-6);
     ilab_sampler_free(s);
 }
 
@@ -269,8 +271,9 @@ static void penalties_run_before_temperature_in_order(void **state)
     ilab_sampler_accept(s, 0, true);
     float a[2] = {3.0f, 0.6f};
     ilab_sampler_process(s, a);
-    assert_float_equal(a[0], 0.5f / 0.5f, 1e-6); /* then divided by T = 0.5 */
-    assert_float_equal(a[1], 0.6f / 0.5f, 1e-6);
+    /* then shifted by the maximum (0.6) and divided by T = 0.5 */
+    assert_float_equal(a[0], (0.5f - 0.6f) / 0.5f, 1e-6);
+    assert_float_equal(a[1], 0.0f, 1e-6);
     ilab_sampler_free(s);
 
     /* Greedy: the frequency penalty moves the argmax; the logprob is raw. */
@@ -307,9 +310,10 @@ static void processors_at_their_edges(void **state)
     ilab_sampler_accept(s, 1, false);
     float b[3] = {-1.0f, 3.0f, 0.5f};
     ilab_sampler_process(s, b);
-    assert_float_equal(b[0], -2.0f, 1e-6);
-    assert_float_equal(b[1], 1.5f, 1e-6);
-    assert_float_equal(b[2], 0.5f, 1e-6);
+    /* (shifted by the maximum, 1.5, at T = 1) */
+    assert_float_equal(b[0], -2.0f - 1.5f, 1e-6);
+    assert_float_equal(b[1], 0.0f, 1e-6);
+    assert_float_equal(b[2], 0.5f - 1.5f, 1e-6);
     ilab_sampler_free(s);
 
     /* Top-p: the second of two equal tokens has exactly top_p = 0.5 of the
@@ -474,6 +478,273 @@ static void bad_parameters_are_refused_by_name(void **state)
     }
 }
 
+/* --- numeric edges ------------------------------------------------------------ */
+
+/* The direct computation, in double, of what the processors keep and with
+ * what probability (HF's order: top-k, top-p, min-p; equal logits by the
+ * lower id): `prob` gets 0 for every token removed. T > 0. */
+static void reference_probs(const float *l, int n, double t, int k, double top_p, double min_p,
+                            double *prob)
+{
+    int order[64];
+    double max = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        max = (double)l[i] > max ? (double)l[i] : max;
+    }
+    for (int i = 0; i < n; i++) /* insertion sort: higher first, ties by id */
+        for (int j = i; j > 0 && (l[order[j]] > l[order[j - 1]] ||
+                                  (l[order[j]] == l[order[j - 1]] && order[j] < order[j - 1]));
+             j--) {
+            int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    double w[64], total = 0.0;
+    for (int i = 0; i < n; i++) {
+        w[i] = exp(((double)l[i] - max) / t);
+        total += w[i];
+    }
+    int keep = k > 0 && k < n ? k : n;
+    /* top-p over what top-k kept, renormalised: kept while the mass before < p */
+    double kept_total = 0.0;
+    for (int r = 0; r < keep; r++)
+        kept_total += w[order[r]];
+    if (top_p < 1.0) {
+        double before = 0.0;
+        int r = 0;
+        while (r < keep && (r == 0 || before < top_p * kept_total))
+            before += w[order[r++]];
+        keep = r;
+    }
+    for (int i = 0; i < n; i++)
+        prob[i] = 0.0;
+    double top = w[order[0]];
+    double sum = 0.0;
+    for (int r = 0; r < keep; r++) {
+        int i = order[r];
+        if (min_p > 0.0 && w[i] < min_p * top)
+            continue;
+        prob[i] = w[i];
+        sum += w[i];
+    }
+    for (int i = 0; i < n; i++)
+        prob[i] /= sum;
+    (void)total;
+}
+
+/* The sampler's own distribution: ilab_sampler_process's kept logits,
+ * softmaxed. Checks they are finite, <= 0, with 0 among them. */
+static void processed_probs(ilab_sampler *s, const float *logits, int n, double *prob)
+{
+    float l[64];
+    memcpy(l, logits, (size_t)n * sizeof *l);
+    ilab_sampler_process(s, l);
+    double sum = 0.0;
+    bool zero = false;
+    for (int i = 0; i < n; i++) {
+        assert_false(isnan(l[i]));
+        assert_true(l[i] <= 0.0f); /* shifted: nothing overflows */
+        zero |= l[i] == 0.0f;
+        prob[i] = l[i] == -INFINITY ? 0.0 : exp((double)l[i]);
+        sum += prob[i];
+    }
+    assert_true(zero);
+    for (int i = 0; i < n; i++)
+        prob[i] /= sum;
+}
+
+static void assert_probs_match(const double *got, const double *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > 1e-6 + 1e-5 * want[i] || (want[i] == 0.0) != (got[i] == 0.0))
+            fail_msg("%s: token %d has probability %.9g, the direct computation %.9g", what, i,
+                     got[i], want[i]);
+}
+
+static const uint64_t edge_seeds[] = {0, 1, 42, UINT64_MAX};
+
+/* Every temperature >= 0 gives greedy or a proper sample: never a token
+ * the distribution does not hold, never the same wrong token for every
+ * seed. Greedy is exact at T = 0 and, by arithmetic, wherever the gap
+ * between the two largest logits over T passes about 104 (exp gives 0
+ * for the rest): here the gap is 0.5, so every T below 0.5 / 104 draws
+ * token 0 alone, whatever the seed. Above, the draws follow the direct
+ * computation of softmax(l / T). */
+static void every_temperature_is_greedy_or_a_proper_sample(void **state)
+{
+    (void)state;
+    static const float temps[] = {0.0f,  1e-45f, 1e-44f, 1e-42f, 1e-40f, 1e-39f, 1e-38f,
+                                  1.2e-38f, 1e-37f, 1e-35f, 1e-32f, 1e-30f, 1e-20f, 1e-10f,
+                                  1e-5f, 1e-3f, 4e-3f, 0.5f, 1.0f, 2.0f, 100.0f, FLT_MAX};
+    const double gap = (double)base_logits[0] - (double)base_logits[1];
+    for (size_t ti = 0; ti < sizeof temps / sizeof temps[0]; ti++) {
+        double t = temps[ti];
+        bool greedy = t == 0.0 || gap / t > 104.0;
+        double want[V], got[V];
+        if (t > 0.0)
+            reference_probs(base_logits, V, t, 0, 1.0, 0.0, want);
+        for (size_t si = 0; si < sizeof edge_seeds / sizeof edge_seeds[0]; si++) {
+            ilab_sampler *s = make(params(temps[ti], 0, 1.0f, 0.0f, 1.0f, edge_seeds[si]), V);
+            char what[96];
+            snprintf(what, sizeof what, "T = %g, seed %llu", t, (unsigned long long)edge_seeds[si]);
+            if (t > 0.0) {
+                processed_probs(s, base_logits, V, got);
+                assert_probs_match(got, want, V, what);
+            }
+            long counts[V] = {0};
+            for (int i = 0; i < 400; i++) {
+                int32_t tok = draw(s);
+                assert_true(tok >= 0 && tok < V);
+                if (greedy && tok != 0)
+                    fail_msg("%s: drew %d where only the argmax can come out", what, tok);
+                counts[tok]++;
+            }
+            if (!greedy && t >= 1.0) {
+                int df;
+                double stat = chi2_stat(counts, 400, base_logits, temps[ti], NULL, &df);
+                if (chi2_pvalue(stat, df) < 1e-4)
+                    fail_msg("%s: draws do not follow softmax(l / T)", what);
+            }
+            ilab_sampler_free(s);
+        }
+    }
+    /* Two tokens tied at the top, a tiny T: the draw is shared between them
+     * (a proper sample of the limit), never a third token. */
+    const float tied[3] = {1.0f, 1.0f, 0.0f};
+    for (size_t si = 0; si < sizeof edge_seeds / sizeof edge_seeds[0]; si++) {
+        ilab_sampler *s = make(params(1e-45f, 0, 1.0f, 0.0f, 1.0f, edge_seeds[si]), 3);
+        int seen[3] = {0};
+        for (int i = 0; i < 200; i++) {
+            float l[3];
+            memcpy(l, tied, sizeof l);
+            seen[ilab_sampler_sample(s, l, NULL, NULL, 0)]++;
+        }
+        assert_int_equal(seen[2], 0);
+        assert_true(seen[0] > 0 && seen[1] > 0);
+        ilab_sampler_free(s);
+    }
+    /* Logits near the float range: the shift is done in double, so a huge T
+     * still sees the real differences (their float difference overflows). */
+    const float wide[4] = {3e38f, -3e38f, 1e38f, -FLT_MAX};
+    for (size_t ti = 0; ti < 3; ti++) {
+        float t = (float[]){1e38f, FLT_MAX, 1.0f}[ti];
+        ilab_sampler *s = make(params(t, 0, 1.0f, 0.0f, 1.0f, 3), 4);
+        double want[4], got[4];
+        reference_probs(wide, 4, t, 0, 1.0, 0.0, want);
+        processed_probs(s, wide, 4, got);
+        assert_probs_match(got, want, 4, "logits near +-FLT_MAX");
+        ilab_sampler_free(s);
+    }
+}
+
+/* top_k, top_p and min_p at and around their bounds against the direct
+ * computation, at a temperature where every token counts. */
+static void filters_at_their_bounds_match_the_direct_computation(void **state)
+{
+    (void)state;
+    static const struct {
+        int k;
+        float p, min_p;
+    } cases[] = {
+        {V - 1, 1.0f, 0.0f}, {V, 1.0f, 0.0f}, {V + 1, 1.0f, 0.0f}, {INT32_MAX, 1.0f, 0.0f},
+        {0, 1e-45f, 0.0f},   {0, 1.0f - 1e-7f, 0.0f}, {3, 1e-45f, 0.0f}, {3, 1.0f - 1e-7f, 0.0f},
+        {0, 1.0f, 1e-45f},   {0, 1.0f, 1e-30f},       {0, 1.0f, 1.0f},   {0, 1.0f, 1.0f - 1e-7f},
+        {V, 1.0f - 1e-7f, 1e-45f},
+    };
+    /* base_logits, and a vocabulary with a far tail: top_p 1 - 1e-7 drops a
+     * token of probability 2e-9 and keeps one of 1e-6; min_p at the
+     * smallest float keeps logits within 103.28 of the top and no more. */
+    const float tail[6] = {0.0f, -1.0f, -13.8f, -20.0f, -103.0f, -104.0f};
+    const float *sets[] = {base_logits, tail};
+    const int sizes[] = {V, 6};
+    for (size_t k = 0; k < 2; k++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            for (size_t si = 0; si < sizeof edge_seeds / sizeof edge_seeds[0]; si++) {
+                ilab_sampler *s = make(params(1.0f, cases[c].k, cases[c].p, cases[c].min_p, 1.0f,
+                                              edge_seeds[si]), sizes[k]);
+                double want[V], got[V];
+                reference_probs(sets[k], sizes[k], 1.0, cases[c].k, cases[c].p, cases[c].min_p,
+                                want);
+                processed_probs(s, sets[k], sizes[k], got);
+                char what[128];
+                snprintf(what, sizeof what, "set %zu, top_k %d, top_p %.9g, min_p %g", k,
+                         cases[c].k, (double)cases[c].p, (double)cases[c].min_p);
+                assert_probs_match(got, want, sizes[k], what);
+                for (int i = 0; i < 50; i++) {
+                    float l[V];
+                    memcpy(l, sets[k], (size_t)sizes[k] * sizeof *l);
+                    int32_t tok = ilab_sampler_sample(s, l, NULL, NULL, 0);
+                    if (!(tok >= 0 && tok < sizes[k] && want[tok] > 0.0))
+                        fail_msg("%s: drew %d, which the filters removed", what, tok);
+                }
+                ilab_sampler_free(s);
+            }
+        }
+    }
+    /* The far tail's expected shapes, so the reference itself is pinned. */
+    double want[6];
+    reference_probs(tail, 6, 1.0, 0, 1.0f - 1e-7f, 0.0, want);
+    assert_true(want[2] > 0.0 && want[3] == 0.0);
+    reference_probs(tail, 6, 1.0, 0, 1.0, 1e-45f, want);
+    assert_true(want[4] > 0.0 && want[5] == 0.0);
+}
+
+/* The penalties at their bounds: the repetition penalty at a subnormal and
+ * at FLT_MAX (a seen positive logit divided by 1e-45 is +inf: that token
+ * takes all the mass, as the limit says), presence and frequency at +-2
+ * over a thousand repeats. Never NaN, never a token outside the vocabulary,
+ * and where the result is finite it is the direct computation. */
+static void penalties_at_their_bounds(void **state)
+{
+    (void)state;
+    for (size_t si = 0; si < sizeof edge_seeds / sizeof edge_seeds[0]; si++) {
+        uint64_t seed = edge_seeds[si];
+        ilab_sampler *s = make(params(1.0f, 0, 1.0f, 0.0f, 1e-45f, seed), V);
+        ilab_sampler_accept(s, 3, false);  /* logit 0.7 -> +inf */
+        ilab_sampler_accept(s, 6, false);  /* logit -1.0 -> -1e-45 */
+        double got[V];
+        processed_probs(s, base_logits, V, got);
+        assert_float_equal(got[3], 1.0, 0.0);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(draw(s), 3);
+        ilab_sampler_free(s);
+
+        s = make(params(1.0f, 0, 1.0f, 0.0f, FLT_MAX, seed), V);
+        ilab_sampler_accept(s, 0, false);  /* 2.0 -> ~0 */
+        ilab_sampler_accept(s, 7, false);  /* -2.5 -> -inf: never drawn */
+        float pen[V];
+        memcpy(pen, base_logits, sizeof pen);
+        pen[0] = 2.0f / FLT_MAX;
+        pen[7] = -INFINITY;
+        double want[V];
+        reference_probs(pen, V, 1.0, 0, 1.0, 0.0, want);
+        processed_probs(s, base_logits, V, got);
+        assert_probs_match(got, want, V, "repetition_penalty FLT_MAX");
+        for (int i = 0; i < 100; i++)
+            assert_int_not_equal(draw(s), 7);
+        ilab_sampler_free(s);
+
+        for (int sign = -1; sign <= 1; sign += 2) {
+            ilab_sampling_t p = with_penalties(1.0f, 1.0f, 2.0f * (float)sign, 2.0f * (float)sign);
+            p.seed = seed;
+            s = make(p, V);
+            for (int i = 0; i < 1000; i++)
+                ilab_sampler_accept(s, 1, true);
+            memcpy(pen, base_logits, sizeof pen);
+            pen[1] = base_logits[1] - (2.0f * (float)sign + 2.0f * (float)sign * 1000.0f);
+            reference_probs(pen, V, 1.0, 0, 1.0, 0.0, want);
+            processed_probs(s, base_logits, V, got);
+            assert_probs_match(got, want, V, "presence and frequency at +-2");
+            for (int i = 0; i < 50; i++) {
+                int32_t tok = draw(s);
+                assert_true(sign > 0 ? tok != 1 : tok == 1);
+            }
+            ilab_sampler_free(s);
+        }
+    }
+}
+
 static void rng_is_uniform_enough_and_seeded(void **state)
 {
     (void)state;
@@ -511,6 +782,9 @@ int main(void)
         cmocka_unit_test(logprobs_match_a_double_reference_over_a_large_vocabulary),
         cmocka_unit_test(bad_parameters_are_refused_by_name),
         cmocka_unit_test(rng_is_uniform_enough_and_seeded),
+        cmocka_unit_test(every_temperature_is_greedy_or_a_proper_sample),
+        cmocka_unit_test(filters_at_their_bounds_match_the_direct_computation),
+        cmocka_unit_test(penalties_at_their_bounds),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -175,6 +175,118 @@ static void test_protocol_errors(void **state)
     assert_true(lines < 100);
 }
 
+/* --- framing by RFC 9112 ------------------------------------------------------ */
+
+/* The single response of `resp` must carry `Connection: close`. */
+static void closes(const char *resp, const char *label)
+{
+    const char *end = strstr(resp, "\r\n\r\n");
+    const char *c = strcasestr(resp, "\r\nConnection: close\r\n");
+    if (!c || c > end)
+        fail_msg("%s: no 'Connection: close' in the head: %.300s", label, resp);
+}
+
+/* Requests whose body cannot be framed (request smuggling), unknown
+ * transfer codings, unsupported versions and heads that are not CRLF lines
+ * each get one JSON error with Connection: close and a closed connection:
+ * a request pipelined after them is never answered. raw_exchange reads to
+ * the server's close and fails if it does not come within 5 s, so a server
+ * that waits for a body it cannot frame fails here too. */
+static void test_framing_by_rfc9112(void **state)
+{
+    (void)state;
+    test_server s;
+    assert_true(test_server_start(&s, paced_args));
+    static const char body[] = "{\"prompt\": \"x\", \"max_tokens\": 1}"; /* 32 bytes */
+    static const char next[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const struct {
+        const char *label, *head;
+        int status;
+    } cases[] = {
+        {"conflicting Content-Length",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 32\r\n"
+         "Content-Length: 5\r\n\r\n", 400},
+        {"duplicate Content-Length",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 32\r\n"
+         "Content-Length: 32\r\n\r\n", 400},
+        {"Transfer-Encoding with Content-Length",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+         "Content-Length: 32\r\n\r\n", 400},
+        {"Transfer-Encoding in HTTP/1.0",
+         "POST /v1/completions HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+        {"unknown transfer coding",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+        {"unknown coding before chunked",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+         501},
+        {"two Transfer-Encoding fields",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n", 501},
+        {"HTTP/9.9", "GET /health HTTP/9.9\r\nHost: x\r\n\r\n", 505},
+        {"HTTP/2.0", "GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505},
+        {"HTTP/1.5", "GET /health HTTP/1.5\r\nHost: x\r\n\r\n", 505},
+        {"obsolete line folding",
+         "GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  b\r\n\r\n", 400},
+        {"folding with a tab", "GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\nX-B: c\r\n\r\n",
+         400},
+        {"bare LF between headers", "GET /health HTTP/1.1\r\nHost: x\nX-A: a\r\n\r\n", 400},
+        {"bare LF after the request line", "GET /health HTTP/1.1\nHost: x\r\n\r\n", 400},
+        {"bare LF before the blank line", "GET /health HTTP/1.1\r\nHost: x\n\r\n", 400},
+        {"LF only", "GET /health HTTP/1.1\nHost: x\n\n", 400},
+        {"bare CR in a header", "GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\rX-B: b\r\n\r\n",
+         400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[512];
+        bool post = !strncmp(cases[i].head, "POST", 4);
+        int n = snprintf(req, sizeof req, "%s%s%s", cases[i].head, post ? body : "", next);
+        size_t len;
+        char *resp = raw_exchange(&s, req, (size_t)n, &len);
+        if (len == 0)
+            fail_msg("%s: closed without an answer", cases[i].label);
+        const char *rbody;
+        int status = one_response(resp, len, &rbody); /* the pipelined GET got nothing */
+        if (status != cases[i].status)
+            fail_msg("%s: status %d, expected %d: %.300s", cases[i].label, status,
+                     cases[i].status, resp);
+        closes(resp, cases[i].label);
+        json_error_t e;
+        json_t *j = json_loads(rbody, 0, &e);
+        if (!j)
+            fail_msg("%s: the body is not JSON: %s", cases[i].label, rbody);
+        json_t *err = json_object_get(j, "error");
+        assert_int_equal(json_integer_value(json_object_get(err, "code")), status);
+        assert_true(strlen(json_string_value(json_object_get(err, "message"))) > 10);
+        json_decref(j);
+        free(resp);
+    }
+    /* The same requests framed properly are served, pipelined ones too. */
+    char good[512];
+    int n = snprintf(good, sizeof good, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 32\r\nX-Pad: a  \r\n"
+                     "\r\n%s%s", body, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close"
+                     "\r\n\r\n");
+    size_t len;
+    char *resp = raw_exchange(&s, good, (size_t)n, &len);
+    assert_int_equal(sscanf(resp, "HTTP/1.1 %d ", &(int){0}), 1);
+    assert_non_null(strstr(resp, "HTTP/1.1 200 OK"));
+    const char *second = strstr(strstr(resp, "HTTP/1.1 200 OK") + 1, "HTTP/1.1 200 OK");
+    if (!second)
+        fail_msg("a pipelined request after a well-framed one was not answered: %.400s", resp);
+    free(resp);
+    const char *chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                          "chunked\r\nConnection: close\r\n\r\n20\r\n{\"prompt\": \"x\", "
+                          "\"max_tokens\": 1}\r\n0\r\n\r\n";
+    resp = raw_exchange(&s, chunked, strlen(chunked), &len);
+    const char *rbody;
+    assert_int_equal(one_response(resp, len, &rbody), 200);
+    free(resp);
+    /* Each refusal is counted as a protocol error. */
+    assert_true(metric_value(&s, "inferlab_http_protocol_errors_total{code=\"400\"}") >= 11);
+    assert_true(metric_value(&s, "inferlab_http_protocol_errors_total{code=\"501\"}") >= 3);
+    assert_int_equal(test_server_stop(&s), 0);
+}
+
 /* --- API keys ---------------------------------------------------------------- */
 
 static long status_of(const test_server *s, const char *method, const char *path,
@@ -436,6 +548,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_protocol_errors),
+        cmocka_unit_test(test_framing_by_rfc9112),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_non_loopback_needs_a_key),
         cmocka_unit_test(test_openai_client_shapes),

@@ -150,6 +150,47 @@ static void test_edges(void **state)
                                   "\"content\": \"x\"}]}", "messages[0].nick");
 }
 
+/* The sampling fields at their numeric edges as the HTTP layer reads
+ * them: tiny temperatures and top_p reach the sampler as the float they
+ * round to (a subnormal, or 0 = greedy for a temperature); seeds 0 and
+ * 2^63 - 1 go through, 2^64 - 1 is not a JSON integer jansson can hold and
+ * is refused naming the number; logit_bias, which this server does not
+ * implement, is refused by name at any value rather than ignored. */
+static void test_sampling_edges(void **state)
+{
+    (void)state;
+    ilab_api_request r;
+    ilab_api_error e;
+    assert_true(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 1e-45, "
+                                           "\"top_p\": 1e-45, \"min_p\": 1e-45}", &r, &e));
+    assert_true(r.sampling.temperature > 0.0f && (double)r.sampling.temperature < 3e-45);
+    assert_true(r.sampling.top_p > 0.0f && r.sampling.min_p > 0.0f);
+    ilab_api_request_free(&r);
+    assert_true(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"temperature\": 5e-324}", &r,
+                      &e));
+    assert_true(r.sampling.temperature == 0.0f); /* below the smallest float: greedy */
+    ilab_api_request_free(&r);
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 1e-46}", "top_p");
+    assert_true(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"seed\": 0}", &r, &e));
+    assert_true(r.sampling.seed == 0);
+    ilab_api_request_free(&r);
+    assert_true(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"seed\": 9223372036854775807}",
+                      &r, &e));
+    assert_true(r.sampling.seed == 9223372036854775807ull);
+    ilab_api_request_free(&r);
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"seed\": 18446744073709551615}",
+                       &r, &e));
+    assert_int_equal(e.http_status, 400);
+    assert_non_null(strstr(e.message, "18446744073709551615"));
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"seed\": -1}", "seed");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"1\": 100}}",
+                   "logit_bias");
+    expect_refused(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"1\": -100}}",
+                   "logit_bias");
+    expect_refused(ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                                  "\"logit_bias\": {\"1\": 1e300}}", "logit_bias");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_fail_closed),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_sampling_edges),
         cmocka_unit_test(test_chat_template),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
