@@ -40,6 +40,13 @@ void ilab_req_note_token(ilab_req *r)
 void ilab_req_emit_terminal(ilab_req *r, ilab_finish_reason reason, ilab_status status,
                             const char *message, const char *tail, size_t tail_len)
 {
+    /* A request its client already cancelled ends cancelled, whatever became
+     * of the step it was cancelled in: a backend that failed then (a worker
+     * killed at shutdown, say) does not turn the answer into an error. */
+    if (status != ILAB_OK && atomic_load(&r->cancel)) {
+        status = ILAB_OK;
+        reason = ILAB_FINISH_CANCELLED;
+    }
     uint64_t t = ilab_now_ns();
     ilab_req_fill_metrics(r, t);
     ilab_metrics_observe_e2e(ilab_seconds(r->t_submit, t));

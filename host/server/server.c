@@ -556,13 +556,17 @@ static bool wait_idle(ilab_server *s, double seconds)
     return idle;
 }
 
-/* After the grace period: how long the engine gets to end the cancelled
- * requests, and then the responses to be written. A running request
- * leaves the engine at the end of the step it is in, so the wait is one
- * step of the slowest backend served, whatever that takes: a backend still
- * in one step after this long is taken as hung, and only then are the
- * responses cut short (ADR 0019). */
-#define CANCEL_WAIT_SECONDS 30.0
+/* After the grace period: how long the engines get to end the cancelled
+ * requests at the end of their step. Past that, a backend in a worker
+ * process that is still inside a call is killed: its requests end at once,
+ * cancelled (their cancel came first), so shutdown takes grace + about
+ * half a second whatever the backend does (ADR 0020). A backend in this
+ * process (--isolation none) cannot be stopped: it gets one step of the
+ * slowest backend, up to STEP_WAIT_SECONDS, before the responses are cut
+ * short (ADR 0019). */
+#define CANCEL_WAIT_SECONDS 0.5
+#define KILLED_WAIT_SECONDS 0.4
+#define STEP_WAIT_SECONDS 30.0
 #define ABORT_WAIT_SECONDS 0.25
 
 void ilab_server_shutdown(ilab_server *s, double grace_seconds)
@@ -581,16 +585,16 @@ void ilab_server_shutdown(ilab_server *s, double grace_seconds)
         fprintf(stderr, "inferlab serve: grace period over, cancelling %d in-flight "
                         "request(s)\n", n);
         if (!wait_idle(s, CANCEL_WAIT_SECONDS)) {
-            /* The engine did not answer in time: a backend is hung or slow
-             * inside a call. Its worker is killed (its requests end with an
-             * error at once), and the responses are ended anyway, so that no
-             * connection is left suspended when the daemon stops. */
             int killed = ilab_proxy_kill_busy("the server is shutting down");
             if (killed)
-                fprintf(stderr, "inferlab serve: killed %d backend worker(s) still busy\n",
-                        killed);
-            ilab_server_end_generations(s, true);
-            wait_idle(s, ABORT_WAIT_SECONDS);
+                fprintf(stderr, "inferlab serve: killed %d backend worker(s) still inside a "
+                                "call; their requests end cancelled\n", killed);
+            if (!wait_idle(s, killed ? KILLED_WAIT_SECONDS : STEP_WAIT_SECONDS)) {
+                /* Still not over: end the responses anyway, so that no
+                 * connection is left suspended when the daemon stops. */
+                ilab_server_end_generations(s, true);
+                wait_idle(s, ABORT_WAIT_SECONDS);
+            }
         }
     }
     MHD_stop_daemon(s->daemon);
