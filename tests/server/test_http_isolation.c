@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,6 +173,100 @@ static void sigterm_with_a_hung_backend(void **state)
         fail_msg("the server took %.2f s to exit after SIGTERM (grace 1 s + 1 s)", took);
 }
 
+
+/* ---- plugin files written over while they serve --------------------------- */
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "r+b");
+    if (!out)
+        out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    assert_int_equal(ftruncate(fileno(out), 0), 0); /* cp: same inode, new bytes */
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* cp over served files under load: the identical bytes over one plugin,
+ * junk over the other. Nothing that runs changes: the streams complete and
+ * both backends go on answering; the next reload takes the good bytes and
+ * refuses the junk, naming it. */
+static void files_overwritten_under_load(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ilab-iso-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char paced[256], counting[256], log[256];
+    snprintf(paced, sizeof paced, "%s/paced_backend.so", dir);
+    snprintf(counting, sizeof counting, "%s/counting_backend.so", dir);
+    snprintf(log, sizeof log, "%s.log", dir);
+    copy_file(PACED_PLUGIN_DIR "/paced_backend.so", paced);
+    copy_file(PACED_PLUGIN_DIR "/counting_backend.so", counting);
+    const char *args[] = {"--plugin-dir", dir, "--set", "paced_backend.step_ms=10", NULL};
+    test_server s;
+    assert_true(test_server_start_logged(&s, args, log));
+    stream_call streams[N_STREAMS];
+    pthread_t threads[N_STREAMS];
+    const char *body = "{\"model\": \"paced-bigram\", \"prompt\": \"ab\", \"max_tokens\": 60, "
+                       "\"ignore_eos\": true, \"stream\": true}";
+    for (int i = 0; i < N_STREAMS; i++) {
+        streams[i] = (stream_call){.s = &s, .body = body};
+        assert_int_equal(pthread_create(&threads[i], NULL, run_call, &streams[i]), 0);
+    }
+    for (double end = now_s() + 20; now_s() < end; usleep(10000))
+        if (metric_value(&s, "inferlab:num_requests_running") >= 1)
+            break;
+    copy_file(PACED_PLUGIN_DIR "/paced_backend.so", paced);
+    FILE *junk = fopen(counting, "r+b");
+    assert_non_null(junk);
+    assert_int_equal(ftruncate(fileno(junk), 0), 0);
+    fputs("not a plugin any more\n", junk);
+    assert_int_equal(fclose(junk), 0);
+    for (int i = 0; i < N_STREAMS; i++) {
+        pthread_join(threads[i], NULL);
+        assert_true(streams[i].ok);
+        assert_int_equal(streams[i].reply.status, 200);
+        if (!strstr(streams[i].reply.body, "data: [DONE]"))
+            fail_msg("stream %d did not complete: %s", i, streams[i].reply.body);
+        http_reply_free(&streams[i].reply);
+    }
+    const char *models[] = {"paced-bigram", "counting"};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* the reload: good bytes in, junk refused */
+            kill(s.pid, SIGHUP);
+            for (double end = now_s() + 20; now_s() < end; usleep(20000))
+                if (metric_value(&s, "inferlab_backend_reloads_total{backend=\"counting_backend\","
+                                     "result=\"refused\"}") >= 1)
+                    break;
+        }
+        for (int m = 0; m < 2; m++) {
+            char req[256];
+            snprintf(req, sizeof req, "{\"model\": \"%s\", \"prompt\": \"x\", \"max_tokens\": 4}",
+                     models[m]);
+            http_reply r;
+            assert_true(http_call(&s, "/v1/completions", req, &r));
+            if (r.status != 200)
+                fail_msg("round %d, %s: %ld %s", round, models[m], r.status, r.body);
+            http_reply_free(&r);
+        }
+    }
+    assert_true(metric_value(&s, "inferlab_backend_reloads_total{backend=\"counting_backend\","
+                                 "result=\"refused\"}") == 1);
+    assert_true(metric_value(&s, "inferlab_backend_reloads_total{backend=\"paced_backend\","
+                                 "result=\"ok\"}") == 1);
+    assert_int_equal(test_server_stop(&s), 0);
+    unlink(paced);
+    unlink(counting);
+    rmdir(dir);
+    unlink(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +275,7 @@ int main(void)
         cmocka_unit_test(exiting_backend),
         cmocka_unit_test(hanging_backend),
         cmocka_unit_test(sigterm_with_a_hung_backend),
+        cmocka_unit_test(files_overwritten_under_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
