@@ -1,10 +1,11 @@
-/* The host side of a worker: starting it, the reader thread that hands each
- * message to the call waiting for it, deadlines, and what a worker's death
+/* The host side of a worker: starting it, reading its answers and handing
+ * each to the call waiting for it, deadlines, and what a worker's death
  * means for the calls in flight (proxy.h). */
 #include "proxy.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include "worker.h"
 
 extern char **environ;
+
+static void mark_dead_locked(ilab_proxy_conn *c);
 
 /* Every open connection, for ilab_proxy_kill_busy. */
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,6 +52,12 @@ bool ilab_proxy_instance_dead(const ilab_plugin *plugin, const ilab_backend_t *b
         return false;
     ilab_proxy_conn *c = (ilab_proxy_conn *)backend;
     pthread_mutex_lock(&c->lock);
+    /* Nobody reads an idle worker's socket: look for its end here. */
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    char byte;
+    if (!c->dead && !c->reading && poll(&p, 1, 0) == 1 &&
+        recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        mark_dead_locked(c);
     bool dead = c->dead;
     if (dead && why && cap)
         snprintf(why, cap, "%s", c->death);
@@ -99,12 +108,13 @@ static void describe_exit(int status, char *out, size_t cap)
 /* The end of the stream: the worker is gone, or closed its socket (plugin
  * code can close any descriptor), so it is killed to be sure. It is not
  * reaped yet, so its pid is still its own: killing it cannot hit another
- * process. Then every call is told. */
-static void mark_dead(ilab_proxy_conn *c)
+ * process. Then every call is told. Called with c->lock held. */
+static void mark_dead_locked(ilab_proxy_conn *c)
 {
+    if (c->reaped)
+        return;
     int status = 0;
     pid_t r;
-    pthread_mutex_lock(&c->lock);
     kill(c->pid, SIGKILL);
     while ((r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
         ;
@@ -119,7 +129,6 @@ static void mark_dead(ilab_proxy_conn *c)
                  (int)c->pid, how);
     c->dead = true;
     pthread_cond_broadcast(&c->arrived);
-    pthread_mutex_unlock(&c->lock);
 }
 
 static ilab_proxy_call *call_of(ilab_proxy_conn *c, uint64_t id)
@@ -130,28 +139,42 @@ static ilab_proxy_call *call_of(ilab_proxy_conn *c, uint64_t id)
     return NULL;
 }
 
-static void *reader_main(void *arg)
+/* Read one message and hand it to the call it answers (an answer nobody
+ * waits for any more, a timed-out call's, is dropped). Returns 1 when a
+ * message was read, 0 when `deadline` passed first, -1 at the end of the
+ * stream. Called without c->lock, by the one caller that reads. */
+static int read_one(ilab_proxy_conn *c, const struct timespec *deadline)
 {
-    ilab_proxy_conn *c = arg;
     for (;;) {
-        ilab_wire_header h;
-        unsigned char *payload;
-        if (!ilab_wire_recv(c->fd, &h, &payload))
-            break;
-        pthread_mutex_lock(&c->lock);
-        ilab_proxy_call *k = call_of(c, h.call_id);
-        if (k && !k->has_msg) {
-            k->h = h;
-            k->payload = payload;
-            k->has_msg = true;
-            payload = NULL;
-            pthread_cond_broadcast(&c->arrived);
-        }
-        pthread_mutex_unlock(&c->lock);
-        free(payload); /* an answer nobody waits for any more (a timed-out call) */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double left = (double)(deadline->tv_sec - now.tv_sec) +
+                      (double)(deadline->tv_nsec - now.tv_nsec) / 1e9;
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int n = poll(&p, 1, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            continue; /* the clock decides, above */
+        break;
     }
-    mark_dead(c);
-    return NULL;
+    ilab_wire_header h;
+    unsigned char *payload;
+    if (!ilab_wire_recv(c->fd, &h, &payload))
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    ilab_proxy_call *k = call_of(c, h.call_id);
+    if (k && !k->has_msg) {
+        k->h = h;
+        k->payload = payload;
+        k->has_msg = true;
+        payload = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(payload);
+    return 1;
 }
 
 /* --- starting a worker ------------------------------------------------------------ */
@@ -229,8 +252,7 @@ ilab_status ilab_proxy_conn_open(const ilab_proxy_target *t, char *err, size_t e
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->arrived, &ca);
     pthread_condattr_destroy(&ca);
-    /* HELLO (call id 0) is the worker's first word: wait for it from the
-     * start, so the reader has someone to hand it to. */
+    /* HELLO (call id 0) is the worker's first word. */
     c->calls = &c->hello;
     c->pid = spawn_worker(t->path, sv[1], err, err_cap);
     close(sv[1]);
@@ -238,14 +260,6 @@ ilab_status ilab_proxy_conn_open(const ilab_proxy_target *t, char *err, size_t e
         close(c->fd);
         conn_free(c);
         return ILAB_IO;
-    }
-    if (pthread_create(&c->reader, NULL, reader_main, c)) {
-        kill(c->pid, SIGKILL);
-        close(c->fd);
-        waitpid(c->pid, NULL, 0);
-        conn_free(c);
-        snprintf(err, err_cap, "%s: cannot start a reader thread", t->path);
-        return ILAB_OUT_OF_MEMORY;
     }
     conns_add(c);
     ilab_status st = read_hello(c, err, err_cap);
@@ -286,24 +300,48 @@ static const char *op_name(uint32_t op)
     return op < ILAB_WIRE_OP_END && names[op] ? names[op] : "call";
 }
 
-/* Past the deadline the worker is killed: the reader then sees the end of
- * the stream and fails every call, this one included. */
+/* Past the deadline the worker is killed (with why): whoever reads then
+ * sees the end of the stream. Called with c->lock held. */
+static void timed_out_locked(ilab_proxy_conn *c, uint32_t op)
+{
+    if (!c->death[0])
+        snprintf(c->death, sizeof c->death,
+                 "backend worker for %s (pid %d) killed: %s did not answer within %g s",
+                 c->target->path, (int)c->pid, op_name(op), c->target->options.call_timeout_s);
+    if (!c->reaped)
+        kill(c->pid, SIGKILL);
+}
+
+/* Wait for the next message of `call`. The callers waiting on one worker
+ * take turns reading its socket (leader and followers): when none reads,
+ * the waiting caller does, and hands each message it reads to its call,
+ * so an answer wakes the one thread waiting for it and no other. */
 static bool wait_message(ilab_proxy_conn *c, ilab_proxy_call *call, uint32_t op)
 {
     struct timespec deadline;
     deadline_after(c->target->options.call_timeout_s, &deadline);
     pthread_mutex_lock(&c->lock);
     while (!call->has_msg && !c->dead) {
+        if (!c->reading) {
+            c->reading = true;
+            pthread_mutex_unlock(&c->lock);
+            int r = read_one(c, &deadline);
+            pthread_mutex_lock(&c->lock);
+            c->reading = false;
+            if (r < 0)
+                mark_dead_locked(c);
+            else if (r == 0 && !call->has_msg) {
+                timed_out_locked(c, op);
+                deadline_after(3600, &deadline); /* now read the end of the stream */
+            }
+            /* The message's caller, and someone to read next. */
+            pthread_cond_broadcast(&c->arrived);
+            continue;
+        }
         if (pthread_cond_timedwait(&c->arrived, &c->lock, &deadline) == ETIMEDOUT &&
             !call->has_msg && !c->dead) {
-            if (!c->death[0])
-                snprintf(c->death, sizeof c->death,
-                         "backend worker for %s (pid %d) killed: %s did not answer within %g s",
-                         c->target->path, (int)c->pid, op_name(op),
-                         c->target->options.call_timeout_s);
-            if (!c->reaped)
-                kill(c->pid, SIGKILL);
-            deadline_after(3600, &deadline); /* now wait for the reader to see it */
+            timed_out_locked(c, op);
+            deadline_after(3600, &deadline);
         }
     }
     bool ok = call->has_msg;
@@ -337,14 +375,18 @@ bool ilab_proxy_call_begin(ilab_proxy_conn *c, ilab_proxy_call *call, uint32_t o
     return wait_message(c, call, op);
 }
 
-bool ilab_proxy_call_next(ilab_proxy_conn *c, ilab_proxy_call *call)
+void ilab_proxy_call_consume(ilab_proxy_conn *c, ilab_proxy_call *call)
 {
     pthread_mutex_lock(&c->lock);
     free(call->payload);
     call->payload = NULL;
     call->has_msg = false;
     pthread_mutex_unlock(&c->lock);
-    return wait_message(c, call, call->h.op);
+}
+
+bool ilab_proxy_call_next(ilab_proxy_conn *c, ilab_proxy_call *call)
+{
+    return wait_message(c, call, ILAB_WIRE_GENERATE);
 }
 
 bool ilab_proxy_call_send(ilab_proxy_conn *c, ilab_proxy_call *call, uint32_t op,
@@ -378,13 +420,13 @@ void ilab_proxy_conn_close(ilab_proxy_conn *c)
     if (!c)
         return;
     /* The worker exits after answering DESTROY; one that does not answer in
-     * time is killed by the deadline. Shutting the socket down then ends the
-     * reader, which reaps the worker. */
+     * time is killed by the deadline. Either way it is reaped here. */
     ilab_proxy_call call;
     ilab_proxy_call_begin(c, &call, ILAB_WIRE_DESTROY, NULL);
     ilab_proxy_call_end(c, &call);
-    shutdown(c->fd, SHUT_RDWR);
-    pthread_join(c->reader, NULL);
+    pthread_mutex_lock(&c->lock);
+    mark_dead_locked(c);
+    pthread_mutex_unlock(&c->lock);
     conns_remove(c);
     close(c->fd);
     free(c->hello.payload);

@@ -350,6 +350,7 @@ static ilab_status proxy_generate(ilab_backend_t *b, const ilab_generate_request
         }
         int stop = on_event(user_data, &ev);
         ended = ended || ev.type == ILAB_EVENT_FINISH || ev.type == ILAB_EVENT_ERROR;
+        ilab_proxy_call_consume(c, &a.call); /* the event is delivered: free its slot */
         ilab_wire_out ack = {0};
         ilab_wire_put_u32(&ack, (uint32_t)stop);
         ilab_proxy_call_send(c, &a.call, ILAB_WIRE_EVENT_ACK, &ack);

@@ -40,11 +40,11 @@ typedef struct ilab_proxy_conn {
     const ilab_proxy_target *target;
     int fd;
     pid_t pid;
-    pthread_t reader;
     ilab_proxy_call hello; /* the worker's HELLO, kept: the entry and manifest */
     pthread_mutex_t write_lock;
     pthread_mutex_t lock; /* guards everything below */
-    pthread_cond_t arrived;
+    pthread_cond_t arrived;  /* a message was handed to a call, or the reading is free */
+    bool reading;            /* a waiting caller is reading the socket (proxy.c) */
     ilab_proxy_call *calls;
     uint64_t next_id;
     int32_t vocab;         /* model_info's, from CREATE: eval()'s row length */
@@ -70,7 +70,12 @@ void ilab_proxy_conn_close(ilab_proxy_conn *c);
  * registered until ilab_proxy_call_end. */
 bool ilab_proxy_call_begin(ilab_proxy_conn *c, ilab_proxy_call *call, uint32_t op,
                            const ilab_wire_out *args);
-/* The next message of a call (generate()'s events, then its REPLY). */
+/* Done with the message a call holds: the slot takes the next one. Before
+ * anything that lets the worker send that next one (an EVENT_ACK), or it
+ * could land in a slot still full and be lost. */
+void ilab_proxy_call_consume(ilab_proxy_conn *c, ilab_proxy_call *call);
+/* The next message of a call (generate()'s events, then its REPLY), after
+ * ilab_proxy_call_consume. */
 bool ilab_proxy_call_next(ilab_proxy_conn *c, ilab_proxy_call *call);
 /* Send a message for a call in flight (EVENT_ACK). */
 bool ilab_proxy_call_send(ilab_proxy_conn *c, ilab_proxy_call *call, uint32_t op,

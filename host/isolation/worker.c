@@ -70,68 +70,15 @@ static void ack_arrived(ilab_worker *w, uint64_t call_id, int stop)
 }
 
 /* --- call threads -------------------------------------------------------------
- * A pool that grows when every thread is busy: a call never waits for
- * another (under thread_safety sequence or full the host overlaps calls, and
- * a generate() stream lasts a whole request). */
-
-typedef struct job {
-    struct job *next;
-    ilab_wire_header h;
-    unsigned char *payload;
-} job;
-
-static void *call_thread(void *arg)
-{
-    ilab_worker *w = arg;
-    pthread_mutex_lock(&w->lock);
-    for (;;) {
-        while (!w->jobs)
-            pthread_cond_wait(&w->job_ready, &w->lock);
-        job *j = w->jobs;
-        w->jobs = j->next;
-        w->idle--;
-        pthread_mutex_unlock(&w->lock);
-        ilab_worker_serve(w, &j->h, j->payload);
-        free(j->payload);
-        free(j);
-        pthread_mutex_lock(&w->lock);
-        w->idle++;
-    }
-    return NULL;
-}
-
-static bool enqueue(ilab_worker *w, const ilab_wire_header *h, unsigned char *payload)
-{
-    job *j = malloc(sizeof *j);
-    if (!j)
-        return false;
-    j->h = *h;
-    j->payload = payload;
-    j->next = NULL;
-    pthread_mutex_lock(&w->lock);
-    job **tail = &w->jobs;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = j;
-    bool spawn = w->idle == 0;
-    if (spawn)
-        w->idle++;
-    pthread_cond_signal(&w->job_ready);
-    pthread_mutex_unlock(&w->lock);
-    if (spawn) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int e = pthread_create(&t, &attr, call_thread, w);
-        pthread_attr_destroy(&attr);
-        if (e)
-            return false;
-    }
-    return true;
-}
-
-/* --- the process ------------------------------------------------------------------ */
+ * Leader and followers: one thread at a time reads the socket. Having read
+ * a call, it hands the reading on to an idle thread (starting one when none
+ * is idle) and runs the call itself, so a call starts on the very thread
+ * that woke for it: the hand-over is off the call's path. A call never
+ * waits for another (under thread_safety sequence or full the host
+ * overlaps calls, and a generate() stream lasts a whole request).
+ * Acknowledgements, cancel() and DESTROY are handled by the reader without
+ * giving up the reading: cancel() must overtake the generate() it cancels,
+ * and DESTROY comes after the host's last call returned. */
 
 /* The host is gone (end of stream): nothing is waiting for any answer, and
  * the plugin's destroy() might hang or crash, so leave at once. */
@@ -144,29 +91,70 @@ static void host_gone(ilab_worker *w)
     _exit(0);
 }
 
-static void reader_loop(ilab_worker *w)
+/* Read until a call to run arrives; handle the rest in passing. */
+static void read_call(ilab_worker *w, ilab_wire_header *h, unsigned char **payload)
 {
     for (;;) {
-        ilab_wire_header h;
-        unsigned char *payload;
-        if (!ilab_wire_recv(w->fd, &h, &payload))
+        if (!ilab_wire_recv(w->fd, h, payload))
             host_gone(w);
-        if (h.op == ILAB_WIRE_EVENT_ACK) {
-            ilab_wire_in in = {payload, h.len, 0, false};
-            ack_arrived(w, h.call_id, (int)ilab_wire_get_u32(&in));
-            free(payload);
-        } else if (h.op == ILAB_WIRE_CANCEL || h.op == ILAB_WIRE_DESTROY) {
-            /* cancel() must overtake the generate() it cancels; DESTROY ends
-             * the process once every other call has answered (the host
-             * sends it after its last call returned). */
-            ilab_worker_serve(w, &h, payload);
-            free(payload);
-        } else if (!enqueue(w, &h, payload)) {
-            fprintf(stderr, "inferlab backend worker: out of memory\n");
-            _exit(70);
+        if (h->op == ILAB_WIRE_EVENT_ACK) {
+            ilab_wire_in in = {*payload, h->len, 0, false};
+            ack_arrived(w, h->call_id, (int)ilab_wire_get_u32(&in));
+        } else if (h->op == ILAB_WIRE_CANCEL || h->op == ILAB_WIRE_DESTROY) {
+            ilab_worker_serve(w, h, *payload);
+        } else {
+            return;
         }
+        free(*payload);
     }
 }
+
+static void *call_thread(void *arg);
+
+static void start_thread(ilab_worker *w)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&t, &attr, call_thread, w);
+    pthread_attr_destroy(&attr);
+    if (e) {
+        fprintf(stderr, "inferlab backend worker: cannot start a thread: %s\n", strerror(e));
+        _exit(70);
+    }
+}
+
+static void *call_thread(void *arg)
+{
+    ilab_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        w->idle++;
+        while (w->reading)
+            pthread_cond_wait(&w->reader_free, &w->lock);
+        w->idle--;
+        w->reading = true;
+        pthread_mutex_unlock(&w->lock);
+
+        ilab_wire_header h;
+        unsigned char *payload;
+        read_call(w, &h, &payload);
+
+        pthread_mutex_lock(&w->lock);
+        w->reading = false;
+        bool start = w->idle == 0; /* nobody left to read: one more thread */
+        pthread_cond_signal(&w->reader_free);
+        pthread_mutex_unlock(&w->lock);
+        if (start)
+            start_thread(w);
+        ilab_worker_serve(w, &h, payload);
+        free(payload);
+    }
+    return NULL;
+}
+
+/* --- the process ------------------------------------------------------------------ */
 
 int ilab_worker_main(int argc, char **argv)
 {
@@ -186,7 +174,7 @@ int ilab_worker_main(int argc, char **argv)
                             .lock = PTHREAD_MUTEX_INITIALIZER,
                             .write_lock = PTHREAD_MUTEX_INITIALIZER,
                             .acked = PTHREAD_COND_INITIALIZER,
-                            .job_ready = PTHREAD_COND_INITIALIZER};
+                            .reader_free = PTHREAD_COND_INITIALIZER};
     if (fcntl(w.fd, F_GETFD) < 0) {
         fprintf(stderr, "%s: descriptor %d is not open: started by hand, not by the host\n",
                 argv[0], ILAB_WORKER_FD);
@@ -194,6 +182,6 @@ int ilab_worker_main(int argc, char **argv)
     }
     if (!ilab_worker_hello(&w, argv[2]))
         return 0; /* the host has the reason */
-    reader_loop(&w);
+    call_thread(&w);
     return 0;
 }

@@ -23,11 +23,11 @@ typedef struct ilab_worker {
     int fd;                      /* the socket to the host */
     pthread_mutex_t write_lock;  /* one message at a time on fd */
     pthread_mutex_t lock;        /* guards everything below */
-    pthread_cond_t acked, job_ready;
+    pthread_cond_t acked, reader_free;
     bool host_gone;
     ilab_worker_ack *acks;       /* generate() calls waiting for an answer */
-    struct job *jobs;            /* calls not yet picked up */
-    int idle;                    /* call threads waiting for a job */
+    bool reading;                /* a thread is reading the socket (worker.c) */
+    int idle;                    /* threads waiting to read */
 
     /* Set by the HELLO/CREATE path, then read-only. */
     ilab_plugin *plugin;
