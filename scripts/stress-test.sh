@@ -26,7 +26,7 @@ i=0
 while [ "$i" -lt "$runs" ]; do
     i=$((i + 1))
     start=$(date +%s.%N)
-    if (cd "$build" && ctest -R "$regex" --no-tests=error --output-on-failure \
+    if (cd "$build" && ctest -R "$regex" --no-tests=error -V \
             > "ctest-stress-$i.log" 2>&1); then
         status=passed
     else

@@ -451,11 +451,12 @@ bool rc_check_twin(const test_server *s, const char *path, const char *request_b
     else if (t.status != 200)
         ok = fail(why, cap, "twin %s: status %ld: %.200s", twin_body, t.status, t.body);
     answer x, y;
-    bool px = false, py = false;
+    bool px = false, py = false; /* parsed (wholly or in part): to be freed */
     if (ok) {
-        px = parse_answer(&a, r->body, &x, why, cap);
-        py = px && parse_answer(&b, t.body, &y, why, cap);
-        ok = px && py;
+        px = true;
+        ok = parse_answer(&a, r->body, &x, why, cap);
+        py = ok;
+        ok = ok && parse_answer(&b, t.body, &y, why, cap);
     }
     for (long i = 0; ok && i < a.n; i++) {
         const choice *c = &x.ch[i], *d = &y.ch[i];
