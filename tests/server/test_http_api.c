@@ -779,6 +779,17 @@ static void run_concurrently_seen(const test_server *s, const char *path, char *
         curl_easy_cleanup(easy[i]);
     }
     curl_multi_cleanup(m);
+    /* These bypass http_call: hold them to the same response checks. */
+    static char empty[] = "";
+    for (size_t i = 0; i < n && rc_covers(path); i++) {
+        http_reply as_reply = {.status = status[i], .body = out[i].data ? out[i].data : empty,
+                               .len = out[i].len};
+        char why[1024];
+        if (!rc_check_reply(path, bodies[i], &as_reply, why, sizeof why)) {
+            rc_note_failure("response", path, bodies[i], why);
+            fail_msg("%s", why);
+        }
+    }
 }
 
 static void run_concurrently(const test_server *s, const char *path, char *const *bodies,
@@ -964,6 +975,11 @@ static void test_graceful_shutdown(void **state)
     curl_easy_cleanup(c);
     curl_multi_cleanup(m);
     assert_int_equal(status, 200);
+    http_reply as_reply = {.status = status, .body = out.data, .len = out.len};
+    char why[1024];
+    if (!rc_check_reply("/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 60, "
+                        "\"ignore_eos\": true, \"stream\": true}", &as_reply, why, sizeof why))
+        fail_msg("%s", why);
     const char *finish;
     json_int_t n;
     char *text = stream_text(out.data, false, &finish, &n);
