@@ -306,7 +306,7 @@ static double hang_up_and_time_cancel(const test_server *s, const char *body, lo
     return took;
 }
 
-static void test_disconnect_cancels_within_a_step(void **state)
+static void test_disconnect_cancels_while_tokens_flow(void **state)
 {
     (void)state;
     test_server s;
@@ -449,7 +449,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_flood_does_not_starve),
         cmocka_unit_test(test_per_client_cap),
-        cmocka_unit_test(test_disconnect_cancels_within_a_step),
+        cmocka_unit_test(test_disconnect_cancels_while_tokens_flow),
         cmocka_unit_test(test_grace_end_cancels_and_exits),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
