@@ -50,7 +50,8 @@ bool rc_check_twin(const test_server *s, const char *path, const char *request_b
                    const http_reply *r, char *why, size_t cap);
 
 /* The HTTP status -> error type table (one row per status the server
- * answers with): NULL for a status the server must never send. */
+ * answers with): false for a type that status does not carry, and for a
+ * status the server must never send. */
 bool rc_error_type_allowed(long status, const char *type);
 
 /* How many checks failed in this process (each is also printed). */
