@@ -12,9 +12,12 @@ libcurl4-openssl-dev clang"
 # and npm run the official OpenAI client against `inferlab serve`
 # (tests/server/node; the client itself comes from the npm registry into the
 # build tree). A Node already on the PATH (from any
-# source) is used as it is.
+# source) is used as it is. python3-sentencepiece is the reference the
+# torchlike.tokenizer_oracle_* tests compare the tokenizer with (SentencePiece
+# itself; the product never uses it); stress-ng loads the machine for
+# scripts/stress-test.sh.
 if [ "${1:-}" = "--test" ]; then
-    PACKAGES="$PACKAGES libxml2-utils perl"
+    PACKAGES="$PACKAGES libxml2-utils perl python3 python3-sentencepiece stress-ng"
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         PACKAGES="$PACKAGES nodejs npm"
     fi

@@ -12,7 +12,7 @@ BUILD=${1:-build}
 JOBS=${2:-2}
 
 cd "$BUILD"
-# ILAB_CTEST_ARGS: extra ctest arguments (e.g. "--repeat until-pass:2", or
+# ILAB_CTEST_ARGS: extra ctest arguments (e.g. "--timeout 600", or
 # "-LE <label>" for a stage that leaves a label out).
 # shellcheck disable=SC2086
 ctest --no-tests=error --output-on-failure -j"$JOBS" ${ILAB_CTEST_ARGS:-} 2>&1 | tee ctest.out

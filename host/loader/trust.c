@@ -77,6 +77,52 @@ bool ilab_trust_plugin_dir(const char *dir, char *why, size_t why_cap)
     return trusted_node(real, true, why, why_cap) && trusted_chain(real, false, why, why_cap);
 }
 
+/* The folders of `path` as it was named, before symlinks are followed: the
+ * one holding the named entry, and any holding a symlink met on the way,
+ * can swap what the path leads to, so they get the strict rule; the others
+ * the folder rule. stat() follows links, so a symlinked folder is judged by
+ * its target (whose own chain trusted_chain checks). */
+static bool trusted_named_chain(const char *path, char *why, size_t cap)
+{
+    char buf[PATH_MAX];
+    if (path[0] == '/') {
+        if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+            goto too_long;
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            if (why && cap)
+                snprintf(why, cap, "insecure: cannot check %s: %s", path, strerror(errno));
+            return false;
+        }
+        if (snprintf(buf, sizeof buf, "%s/%s", cwd, path) >= (int)sizeof buf)
+            goto too_long;
+    }
+    bool child_is_link = true; /* the named entry's own folder is held strictly */
+    for (;;) {
+        struct stat lst;
+        if (!child_is_link && lstat(buf, &lst) == 0 && S_ISLNK(lst.st_mode))
+            child_is_link = true;
+        char *slash = strrchr(buf, '/');
+        if (!slash)
+            return true;
+        bool strict = child_is_link;
+        child_is_link = false;
+        if (slash == buf)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        if (!trusted_node(buf, strict, why, cap))
+            return false;
+        if (!strcmp(buf, "/"))
+            return true;
+    }
+too_long:
+    if (why && cap)
+        snprintf(why, cap, "insecure: cannot check %s: path too long", path);
+    return false;
+}
+
 bool ilab_trust_plugin_file(const char *path, char *why, size_t why_cap)
 {
     char real[PATH_MAX];
@@ -84,15 +130,7 @@ bool ilab_trust_plugin_file(const char *path, char *why, size_t why_cap)
         return false;
     if (!trusted_node(real, true, why, why_cap) || !trusted_chain(real, true, why, why_cap))
         return false;
-    /* A symlink: the folder it was found in counts too (it can swap the link). */
-    char found_dir[PATH_MAX];
-    snprintf(found_dir, sizeof found_dir, "%s", path);
-    char *slash = strrchr(found_dir, '/');
-    if (!slash)
-        snprintf(found_dir, sizeof found_dir, ".");
-    else if (slash == found_dir)
-        slash[1] = '\0';
-    else
-        *slash = '\0';
-    return ilab_trust_plugin_dir(found_dir, why, why_cap);
+    /* Reached through a symlink (the file or a folder on the way): the
+     * folders it was found through count too. */
+    return trusted_named_chain(path, why, why_cap);
 }

@@ -6,7 +6,10 @@
  *     by root or the effective user and not writable by group or others;
  *   - every folder above them (up to /) must be owned by root or the user,
  *     and may be writable by group or others only with the sticky bit set
- *     (as /tmp is): there nobody else can rename or replace our entries.
+ *     (as /tmp is): there nobody else can rename or replace our entries;
+ *   - the path as named is checked too: the folder holding the named entry,
+ *     and every folder holding a symlink on the way (to the file or to a
+ *     folder), are held to the first rule, since they can swap the link.
  *
  * Only stat() is used: nothing here opens, maps or runs the file. */
 #ifndef ILAB_HOST_TRUST_H

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,32 +35,45 @@ int ilab_api_fail(ilab_api_error *e, unsigned http_status, const char *param,
     return 0;
 }
 
+/* The one table from a status to its HTTP answer: every ilab_status has a
+ * row (a value outside the enum answers as ILAB_INTERNAL does). The client's
+ * errors are 400; what may pass with time (a full queue, memory) 503 with
+ * Retry-After; the rest is the server's fault, 500. */
+static const struct {
+    unsigned http_status;
+    const char *type;   /* NULL: the status's default type (type_for) */
+    int retry_after;    /* -1: only for an "overloaded:" message */
+    bool name_in_text;  /* the message is prefixed with the status name */
+} status_table[] = {
+    [ILAB_OK] = {500, NULL, 0, true}, /* never an error: a bug if it gets here */
+    [ILAB_INVALID_ARGUMENT] = {400, NULL, 0, false},
+    [ILAB_UNSUPPORTED] = {400, "unsupported_error", 0, false},
+    [ILAB_UNAVAILABLE] = {503, NULL, -1, false},
+    [ILAB_BUFFER_TOO_SMALL] = {500, NULL, 0, true},
+    [ILAB_CONTEXT_OVERFLOW] = {400, NULL, 0, false},
+    [ILAB_OUT_OF_MEMORY] = {503, NULL, 1, false},
+    [ILAB_CANCELLED] = {500, NULL, 0, true},
+    [ILAB_ABI_MISMATCH] = {500, NULL, 0, true},
+    [ILAB_IO] = {500, NULL, 0, true},
+    [ILAB_INTERNAL] = {500, NULL, 0, true},
+};
+
 void ilab_api_error_from_status(ilab_api_error *e, ilab_status st, const char *message)
 {
     const char *msg = message && message[0] ? message : ilab_status_name(st);
-    switch (st) {
-    case ILAB_UNAVAILABLE:
-        ilab_api_fail(e, 503, NULL, "%s", msg);
-        /* The engine's queue is full: the client should come back shortly. A
-         * backend that cannot run here is not going to recover by retrying. */
-        if (!strncmp(msg, "overloaded:", 11))
-            e->retry_after = 1;
-        break;
-    case ILAB_INVALID_ARGUMENT:
-    case ILAB_UNSUPPORTED:
-    case ILAB_CONTEXT_OVERFLOW:
-        ilab_api_fail(e, 400, NULL, "%s", msg);
-        break;
-    case ILAB_OUT_OF_MEMORY:
-        ilab_api_fail(e, 503, NULL, "%s", msg);
-        e->retry_after = 1;
-        break;
-    default:
-        ilab_api_fail(e, 500, NULL, "%s: %s", ilab_status_name(st), msg);
-        break;
-    }
-    snprintf(e->type, sizeof e->type, "%s",
-             st == ILAB_UNSUPPORTED ? "unsupported_error" : type_for(e->http_status));
+    size_t row = (size_t)st < sizeof status_table / sizeof status_table[0] &&
+                         status_table[st].http_status ? (size_t)st : (size_t)ILAB_INTERNAL;
+    if (status_table[row].name_in_text)
+        ilab_api_fail(e, status_table[row].http_status, NULL, "%s: %s", ilab_status_name(st), msg);
+    else
+        ilab_api_fail(e, status_table[row].http_status, NULL, "%s", msg);
+    /* UNAVAILABLE: the engine's queue is full ("overloaded:") and the client
+     * should come back shortly; a backend that cannot run here is not going
+     * to recover by retrying. */
+    int retry = status_table[row].retry_after;
+    e->retry_after = retry >= 0 ? retry : !strncmp(msg, "overloaded:", 11);
+    if (status_table[row].type)
+        snprintf(e->type, sizeof e->type, "%s", status_table[row].type);
 }
 
 /* A truncated message may end inside a UTF-8 sequence, which jansson

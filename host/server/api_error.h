@@ -22,9 +22,12 @@ typedef struct ilab_api_error {
 int ilab_api_fail(ilab_api_error *e, unsigned http_status, const char *param,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Map a status refused by the engine (submit) or backend to an HTTP error:
- * "overloaded:" UNAVAILABLE -> 503 + Retry-After; other UNAVAILABLE -> 503;
- * INVALID_ARGUMENT / UNSUPPORTED / CONTEXT_OVERFLOW -> 400; the rest 500. */
+/* Map a status refused by the engine (submit) or backend to an HTTP error,
+ * by one table (api_error.c): INVALID_ARGUMENT and CONTEXT_OVERFLOW -> 400
+ * invalid_request_error; UNSUPPORTED -> 400 unsupported_error; UNAVAILABLE
+ * -> 503 service_unavailable (+ Retry-After when "overloaded:");
+ * OUT_OF_MEMORY -> 503 + Retry-After; every other status (and a value
+ * outside the enum) -> 500 server_error, the status named in the message. */
 void ilab_api_error_from_status(ilab_api_error *e, ilab_status st, const char *message);
 
 /* The JSON body, malloc'd, NUL-terminated; NULL only when out of memory. */

@@ -350,6 +350,80 @@ static void processors_at_their_edges(void **state)
     ilab_sampler_free(s);
 }
 
+/* The penalties against a direct computation, on token histories with many
+ * repeats: a token seen once or five times (prompt or output) is divided or
+ * multiplied by the repetition penalty exactly once (HF's processor works on
+ * the set of seen tokens), and loses presence + frequency * (its output
+ * count). Temperature 1 and no filter: the processed logits are the
+ * penalised ones. Histories stay shorter than the vocabulary. */
+static uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static float uniform(uint64_t *x, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(xorshift(x) >> 11) / (double)(1ull << 53));
+}
+
+static void penalties_match_a_direct_computation_on_repeats(void **state)
+{
+    (void)state;
+    enum { VOCAB = 16, HISTORY = 14, TRIALS = 400 };
+    static const float reps[] = {1.0f, 0.5f, 1.3f, 2.0f, 3.7f};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int repeated_trials = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        float rep = reps[xorshift(&x) % 5];
+        float presence = uniform(&x, -2.0f, 2.0f), frequency = uniform(&x, -2.0f, 2.0f);
+        if (trial % 4 == 0)
+            presence = frequency = 0.0f; /* the repetition penalty alone */
+        ilab_sampler *s = make(with_penalties(1.0f, rep, presence, frequency), VOCAB);
+        int seen[VOCAB] = {0}, out_count[VOCAB] = {0};
+        int n_hist = 1 + (int)(xorshift(&x) % HISTORY);
+        int n_prompt = (int)(xorshift(&x) % (unsigned)(n_hist + 1));
+        bool repeats = false;
+        for (int i = 0; i < n_hist; i++) {
+            int32_t tok = (int32_t)(xorshift(&x) % 6); /* few distinct tokens: repeats */
+            bool is_output = i >= n_prompt;
+            repeats |= seen[tok] > 0;
+            seen[tok]++;
+            out_count[tok] += is_output;
+            ilab_sampler_accept(s, tok, is_output);
+        }
+        repeated_trials += repeats;
+        float logits[VOCAB], want[VOCAB];
+        for (int v = 0; v < VOCAB; v++) {
+            logits[v] = v % 7 == 3 ? 0.0f : uniform(&x, -6.0f, 6.0f);
+            double l = logits[v];
+            if (seen[v])
+                l = l > 0 ? l / rep : l * rep;
+            if (out_count[v])
+                l -= presence + frequency * out_count[v];
+            want[v] = (float)l;
+        }
+        /* The sampler hands back (logit - max) / T (T = 1 here): the same
+         * distribution, the largest at 0. */
+        float top = want[0];
+        for (int v = 1; v < VOCAB; v++)
+            top = want[v] > top ? want[v] : top;
+        for (int v = 0; v < VOCAB; v++)
+            want[v] -= top;
+        ilab_sampler_process(s, logits);
+        for (int v = 0; v < VOCAB; v++)
+            if (fabsf(logits[v] - want[v]) > 1e-5f * (1.0f + fabsf(want[v]) + fabsf(top)))
+                fail_msg("trial %d token %d (seen %d times, %d in the output; repetition %.2f, "
+                         "presence %.3f, frequency %.3f): %.6f, expected %.6f", trial, v,
+                         seen[v], out_count[v], (double)rep, (double)presence,
+                         (double)frequency, (double)logits[v], (double)want[v]);
+        ilab_sampler_free(s);
+    }
+    assert_true(repeated_trials > TRIALS / 2); /* the histories did repeat tokens */
+}
+
 /* Create, use and free give every byte back (scripts/mutations.tsv sp13:
  * a dropped free in ilab_sampler_free). */
 static void sampler_cycle(void *ctx)
@@ -776,6 +850,7 @@ int main(void)
         cmocka_unit_test(presence_and_frequency_penalties_count_output_only),
         cmocka_unit_test(penalties_run_before_temperature_in_order),
         cmocka_unit_test(processors_at_their_edges),
+        cmocka_unit_test(penalties_match_a_direct_computation_on_repeats),
         cmocka_unit_test(create_and_free_leave_no_heap_behind),
         cmocka_unit_test(sampling_struct_size_is_checked),
         cmocka_unit_test(logprobs_are_raw_log_softmax_sorted),

@@ -1,5 +1,6 @@
 /* Child-process server + libcurl helpers for the HTTP API tests. */
 #include "http_client.h"
+#include "response_check.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -26,6 +27,9 @@ bool test_server_start(test_server *s, const char *const *args)
 bool test_server_start_logged(test_server *s, const char *const *args, const char *stderr_path)
 {
     memset(s, 0, sizeof *s);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    s->started_at = (double)t0.tv_sec + (double)t0.tv_nsec / 1e9; /* before the server exists */
     int fds[2];
     if (pipe(fds))
         return false;
@@ -163,9 +167,25 @@ bool http_call_ex(const test_server *s, const char *method, const char *path, co
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(c);
-    if (rc != CURLE_OK)
+    if (rc != CURLE_OK) {
         fprintf(stderr, "curl %s: %s\n", url, curl_easy_strerror(rc));
-    return rc == CURLE_OK;
+        return false;
+    }
+    /* Every completion and chat response, in every server test, is held to
+     * the invariants of response_check.h; a violation fails the call. */
+    if (body && rc_covers(path) && !(method && !strcmp(method, "HEAD"))) {
+        char why[1024];
+        bool checked;
+        if (!rc_check_reply(path, body, out, why, sizeof why)) {
+            rc_note_failure("response", path, body, why);
+            return false;
+        }
+        if (!rc_check_metrics(s, headers, &checked, why, sizeof why)) {
+            rc_note_failure("metrics", path, body, why);
+            return false;
+        }
+    }
+    return true;
 }
 
 void http_reply_free(http_reply *r)

@@ -11,6 +11,7 @@ typedef struct test_server {
     pid_t pid;
     int port;
     char base[64]; /* "http://127.0.0.1:PORT" */
+    double started_at; /* CLOCK_MONOTONIC seconds, taken before the server was started */
 } test_server;
 
 /* Start `inferlab serve --port 0 <args...>` (NULL-terminated) and wait (at

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "http_client.h"
+#include "response_check.h"
 
 #ifndef PACED_PLUGIN_DIR
 #error "PACED_PLUGIN_DIR must name the directory holding paced_backend.so"
@@ -778,6 +779,17 @@ static void run_concurrently_seen(const test_server *s, const char *path, char *
         curl_easy_cleanup(easy[i]);
     }
     curl_multi_cleanup(m);
+    /* These bypass http_call: hold them to the same response checks. */
+    static char empty[] = "";
+    for (size_t i = 0; i < n && rc_covers(path); i++) {
+        http_reply as_reply = {.status = status[i], .body = out[i].data ? out[i].data : empty,
+                               .len = out[i].len};
+        char why[1024];
+        if (!rc_check_reply(path, bodies[i], &as_reply, why, sizeof why)) {
+            rc_note_failure("response", path, bodies[i], why);
+            fail_msg("%s", why);
+        }
+    }
 }
 
 static void run_concurrently(const test_server *s, const char *path, char *const *bodies,
@@ -963,6 +975,11 @@ static void test_graceful_shutdown(void **state)
     curl_easy_cleanup(c);
     curl_multi_cleanup(m);
     assert_int_equal(status, 200);
+    http_reply as_reply = {.status = status, .body = out.data, .len = out.len};
+    char why[1024];
+    if (!rc_check_reply("/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 60, "
+                        "\"ignore_eos\": true, \"stream\": true}", &as_reply, why, sizeof why))
+        fail_msg("%s", why);
     const char *finish;
     json_int_t n;
     char *text = stream_text(out.data, false, &finish, &n);
@@ -971,6 +988,201 @@ static void test_graceful_shutdown(void **state)
     free(text);
     free(out.data);
     assert_int_equal(test_server_stop(&s), 0);
+}
+
+/* --- invariants over random requests ------------------------------------------ */
+
+static uint64_t rnd_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+#define PICK(x, arr) (arr)[rnd_next(x) % (sizeof(arr) / sizeof((arr)[0]))]
+
+/* One request drawn from the parameter domains: completion or chat,
+ * streamed or not, each sampling parameter at a value of its domain (edges
+ * included), limits through max_tokens or max_completion_tokens (or both),
+ * stop strings, logprobs, n. */
+static char *random_request(uint64_t *x, bool *chat)
+{
+    static const char *const words[] = {"Once", " upon", " a", " time", " the", " cat", "\n",
+                                        " sat", " é", " 日本", "  ", " e", "th", "."};
+    static const double temps[] = {0.0, 0.3, 0.7, 1.0, 1.5, 2.0};
+    static const double top_ps[] = {1.0, 0.95, 0.5, 0.1};
+    static const int top_ks[] = {0, 1, 2, 5, 40, -1};
+    static const double min_ps[] = {0.0, 0.05, 0.2};
+    static const double reps[] = {1.0, 1.0, 1.1, 1.5, 0.8};
+    static const double pens[] = {0.0, 0.0, 0.5, -1.0, 2.0, -2.0};
+    static const int limits[] = {1, 2, 3, 5, 8, 17, 40};
+    static const char *const stops[] = {"e", " ", "th", "a b", "\n", "xyz"};
+    *chat = rnd_next(x) % 2;
+    json_t *r = json_object();
+    char prompt[256] = "";
+    int nw = 1 + (int)(rnd_next(x) % 6);
+    for (int i = 0; i < nw; i++)
+        strncat(prompt, PICK(x, words), sizeof prompt - strlen(prompt) - 1);
+    if (*chat)
+        json_object_set_new(r, "messages", json_pack("[{s:s, s:s}]", "role", "user",
+                                                     "content", prompt));
+    else
+        json_object_set_new(r, "prompt", json_string(prompt));
+    json_object_set_new(r, "temperature", json_real(PICK(x, temps)));
+    if (rnd_next(x) % 2)
+        json_object_set_new(r, "top_p", json_real(PICK(x, top_ps)));
+    if (rnd_next(x) % 2)
+        json_object_set_new(r, "top_k", json_integer(PICK(x, top_ks)));
+    if (rnd_next(x) % 3 == 0)
+        json_object_set_new(r, "min_p", json_real(PICK(x, min_ps)));
+    if (rnd_next(x) % 3 == 0)
+        json_object_set_new(r, "repetition_penalty", json_real(PICK(x, reps)));
+    if (rnd_next(x) % 3 == 0)
+        json_object_set_new(r, "presence_penalty", json_real(PICK(x, pens)));
+    if (rnd_next(x) % 3 == 0)
+        json_object_set_new(r, "frequency_penalty", json_real(PICK(x, pens)));
+    json_object_set_new(r, "seed", json_integer((json_int_t)(rnd_next(x) % 100000)));
+    int how = (int)(rnd_next(x) % 4); /* which field sets the limit */
+    if (how == 0 || how == 2 || !*chat)
+        json_object_set_new(r, "max_tokens", json_integer(PICK(x, limits)));
+    if (*chat && (how == 1 || how == 2))
+        json_object_set_new(r, "max_completion_tokens", json_integer(PICK(x, limits)));
+    if (!*chat && how == 3)
+        json_object_del(r, "max_tokens"); /* the default limit */
+    if (rnd_next(x) % 2)
+        json_object_set_new(r, "ignore_eos", json_true());
+    int n_stop = (int)(rnd_next(x) % 4);
+    if (n_stop) {
+        json_t *st = json_array();
+        for (int i = 0; i < n_stop; i++)
+            json_array_append_new(st, json_string(PICK(x, stops)));
+        json_object_set_new(r, "stop", st);
+    }
+    if (rnd_next(x) % 2) {
+        int top = (int)(rnd_next(x) % 6);
+        if (*chat) {
+            json_object_set_new(r, "logprobs", json_true());
+            json_object_set_new(r, "top_logprobs", json_integer(top));
+        } else {
+            json_object_set_new(r, "logprobs", json_integer(top));
+        }
+    }
+    if (!*chat && rnd_next(x) % 4 == 0)
+        json_object_set_new(r, "return_token_ids", json_true());
+    if (rnd_next(x) % 4 == 0)
+        json_object_set_new(r, "n", json_integer(1 + (json_int_t)(rnd_next(x) % 3)));
+    if (rnd_next(x) % 2) {
+        json_object_set_new(r, "stream", json_true());
+        if (rnd_next(x) % 2)
+            json_object_set_new(r, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    }
+    char *body = json_dumps(r, JSON_COMPACT);
+    json_decref(r);
+    return body;
+}
+
+/* Requests drawn at random, each through the response checks and against
+ * its twin (streamed if it was not, and the other way round). The seed is
+ * printed; ILAB_TEST_SEED replays one. */
+static void test_random_requests_hold_the_invariants(void **state)
+{
+    (void)state;
+    uint64_t seed = 0x5eed31;
+    const char *env = getenv("ILAB_TEST_SEED");
+    if (env && *env)
+        seed = strtoull(env, NULL, 0);
+    print_message("random requests: seed %#llx (ILAB_TEST_SEED replays it)\n",
+                  (unsigned long long)seed);
+    uint64_t x = seed ? seed : 1;
+    unsigned replies0, metrics0;
+    rc_counts(&replies0, &metrics0);
+    int ok_200 = 0, chats = 0;
+    enum { N = 80 };
+    for (int i = 0; i < N; i++) {
+        bool chat;
+        char *body = random_request(&x, &chat);
+        const char *path = chat ? "/v1/chat/completions" : "/v1/completions";
+        http_reply r;
+        assert_true(http_call(&fast, path, body, &r));
+        if (r.status != 200)
+            fail_msg("request %d: %s -> %ld: %s", i, body, r.status, r.body);
+        char why[1024];
+        if (!rc_check_twin(&fast, path, body, &r, why, sizeof why)) {
+            rc_note_failure("twin", path, body, why);
+            fail_msg("request %d: %s", i, why);
+        }
+        ok_200++;
+        chats += chat;
+        http_reply_free(&r);
+        free(body);
+    }
+    unsigned replies, metrics;
+    rc_counts(&replies, &metrics);
+    print_message("%d requests (%d chat) and their twins; %u replies and %u /metrics "
+                  "snapshots checked\n", ok_200, chats, replies - replies0, metrics - metrics0);
+    /* Each request and its twin went through the checks, /metrics after each. */
+    assert_true(replies - replies0 >= 2 * N);
+    assert_true(metrics - metrics0 >= 2 * N);
+    assert_true(chats > N / 4 && chats < 3 * N / 4);
+}
+
+/* Streamed with logprobs and stop strings: tokens held back for a possible
+ * stop keep their logprobs (one entry per token, as many as usage counts),
+ * and the stream equals the whole answer. */
+static void test_stream_logprobs_with_stop_strings(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        "{\"prompt\": \"Once\", \"max_tokens\": 40, \"ignore_eos\": true, \"seed\": 3, "
+        "\"logprobs\": 1, \"stop\": [\"zzq\", \"e t\", \"qqq\"], \"stream\": true, "
+        "\"stream_options\": {\"include_usage\": true}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_completion_tokens\": "
+        "40, \"ignore_eos\": true, \"seed\": 5, \"logprobs\": true, \"top_logprobs\": 2, "
+        "\"stop\": [\"a b c\", \"xy\"], \"stream\": true, \"stream_options\": "
+        "{\"include_usage\": true}}",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        const char *path = i ? "/v1/chat/completions" : "/v1/completions";
+        http_reply r;
+        assert_true(http_call(&fast, path, bodies[i], &r));
+        assert_int_equal(r.status, 200);
+        char why[1024];
+        if (!rc_check_twin(&fast, path, bodies[i], &r, why, sizeof why))
+            fail_msg("%s", why);
+        http_reply_free(&r);
+    }
+}
+
+/* A prompt longer than the context is the client's error: 400
+ * invalid_request_error, streamed or not, completion or chat. */
+static void test_prompt_longer_than_the_context(void **state)
+{
+    (void)state;
+    size_t n = 2100; /* the paced model's context is 2048 (one token a byte) */
+    char *text = malloc(n + 1);
+    memset(text, 'a', n);
+    text[n] = '\0';
+    for (int k = 0; k < 4; k++) {
+        bool chat = k & 1, stream = k & 2;
+        json_t *req = chat ? json_pack("{s:[{s:s, s:s}], s:i, s:b}", "messages", "role", "user",
+                                       "content", text, "max_tokens", 4, "stream", stream)
+                           : json_pack("{s:s, s:i, s:b}", "prompt", text, "max_tokens", 4,
+                                       "stream", stream);
+        char *body = json_dumps(req, JSON_COMPACT);
+        json_decref(req);
+        json_t *j = post_json(&fast, chat ? "/v1/chat/completions" : "/v1/completions", body,
+                              400);
+        json_t *err = json_object_get(j, "error");
+        assert_string_equal(json_string_value(json_object_get(err, "type")),
+                            "invalid_request_error");
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        if (!strstr(msg, "context"))
+            fail_msg("the message does not say what is wrong: %s", msg);
+        json_decref(j);
+        free(body);
+    }
+    free(text);
 }
 
 int main(void)
@@ -988,6 +1200,9 @@ int main(void)
         cmocka_unit_test(test_stream_framing),
         cmocka_unit_test(test_held_back_tail_reaches_client),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_random_requests_hold_the_invariants),
+        cmocka_unit_test(test_stream_logprobs_with_stop_strings),
+        cmocka_unit_test(test_prompt_longer_than_the_context),
         cmocka_unit_test(test_disconnect_cancels),
         cmocka_unit_test(test_concurrent_streams_match_solo),
         cmocka_unit_test(test_torchlike_concurrent_chat),
@@ -995,5 +1210,9 @@ int main(void)
         cmocka_unit_test(test_overload_503),
         cmocka_unit_test(test_graceful_shutdown),
     };
-    return ilab_test_exit(cmocka_run_group_tests(tests, start_servers, stop_servers));
+    int rc = cmocka_run_group_tests(tests, start_servers, stop_servers);
+    /* A response check that failed where its call's result was not asserted. */
+    if (rc_failures())
+        fprintf(stderr, "%u response check(s) failed\n", rc_failures());
+    return ilab_test_exit(rc || rc_failures());
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "http_client.h"
+#include "response_check.h"
 
 #ifndef PACED_PLUGIN_DIR
 #error "PACED_PLUGIN_DIR must name the directory holding paced_backend.so"
@@ -556,5 +557,7 @@ int main(void)
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
-    return ilab_test_exit(rc);
+    if (rc_failures())
+        fprintf(stderr, "%u response check(s) failed\n", rc_failures());
+    return ilab_test_exit(rc || rc_failures());
 }

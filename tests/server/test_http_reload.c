@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "http_client.h"
+#include "response_check.h"
 
 #ifndef RELOAD_PLUGIN_DIR
 #error "RELOAD_PLUGIN_DIR must name the directory holding reload_v1.so, reload_v2.so, reload_vbad.so"
@@ -790,5 +791,7 @@ int main(void)
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
-    return rc;
+    if (rc_failures())
+        fprintf(stderr, "%u response check(s) failed\n", rc_failures());
+    return rc || rc_failures() ? 1 : 0;
 }

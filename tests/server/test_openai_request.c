@@ -6,7 +6,11 @@
 #include <cmocka.h>
 #include "ilab_skip.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "api_error.h"
 
 #include "chat_template.h"
 #include "openai_request.h"
@@ -191,10 +195,97 @@ static void test_sampling_edges(void **state)
                                   "\"logit_bias\": {\"1\": 1e300}}", "logit_bias");
 }
 
+/* Every ilab_status, entry by entry, to its HTTP status and error type
+ * (and one value outside the enum): the client's mistakes are 400, what
+ * may pass with time 503, the rest 500 naming the status. */
+static void test_status_to_http_table(void **state)
+{
+    (void)state;
+    static const struct {
+        int st;
+        unsigned http;
+        const char *type;
+        int retry;             /* Retry-After for a plain message */
+        bool named;            /* the status name leads the message */
+    } want[] = {
+        {ILAB_OK, 500, "server_error", 0, true},
+        {ILAB_INVALID_ARGUMENT, 400, "invalid_request_error", 0, false},
+        {ILAB_UNSUPPORTED, 400, "unsupported_error", 0, false},
+        {ILAB_UNAVAILABLE, 503, "service_unavailable", 0, false},
+        {ILAB_BUFFER_TOO_SMALL, 500, "server_error", 0, true},
+        {ILAB_CONTEXT_OVERFLOW, 400, "invalid_request_error", 0, false},
+        {ILAB_OUT_OF_MEMORY, 503, "service_unavailable", 1, false},
+        {ILAB_CANCELLED, 500, "server_error", 0, true},
+        {ILAB_ABI_MISMATCH, 500, "server_error", 0, true},
+        {ILAB_IO, 500, "server_error", 0, true},
+        {ILAB_INTERNAL, 500, "server_error", 0, true},
+        {42, 500, "server_error", 0, true},
+    };
+    assert_int_equal(sizeof want / sizeof want[0], ILAB_INTERNAL + 2); /* every status */
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ilab_api_error e;
+        ilab_api_error_from_status(&e, (ilab_status)want[i].st, "what went wrong");
+        if (e.http_status != want[i].http || strcmp(e.type, want[i].type) ||
+            e.retry_after != want[i].retry)
+            fail_msg("status %d: HTTP %u %s retry %d, expected %u %s retry %d", want[i].st,
+                     e.http_status, e.type, e.retry_after, want[i].http, want[i].type,
+                     want[i].retry);
+        assert_non_null(strstr(e.message, "what went wrong"));
+        assert_int_equal(strstr(e.message, ilab_status_name((ilab_status)want[i].st)) ==
+                             e.message, want[i].named);
+        char *json = ilab_api_error_json(&e);
+        char code[32];
+        snprintf(code, sizeof code, "\"code\":%u", want[i].http);
+        assert_non_null(strstr(json, code));
+        free(json);
+    }
+    /* A full queue says when to come back; a backend that cannot run does not. */
+    ilab_api_error e;
+    ilab_api_error_from_status(&e, ILAB_UNAVAILABLE, "overloaded: 64 requests waiting");
+    assert_int_equal(e.http_status, 503);
+    assert_int_equal(e.retry_after, 1);
+    ilab_api_error_from_status(&e, ILAB_CONTEXT_OVERFLOW, NULL); /* no message: the name */
+    assert_string_equal(e.message, ilab_status_name(ILAB_CONTEXT_OVERFLOW));
+}
+
+/* The limit comes from max_tokens, or for chat from max_completion_tokens
+ * (which wins when both are given). */
+static void test_limit_fields(void **state)
+{
+    (void)state;
+    ilab_api_request r;
+    ilab_api_error e;
+    static const struct {
+        ilab_api_kind kind;
+        const char *body;
+        int32_t limit;
+    } cases[] = {
+        {ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                        "\"max_completion_tokens\": 2}", 2},
+        {ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                        "\"max_tokens\": 3}", 3},
+        {ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                        "\"max_tokens\": 9, \"max_completion_tokens\": 4}", 4},
+        {ILAB_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", 0},
+        {ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 5}", 5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_true(parse(cases[i].kind, cases[i].body, &r, &e));
+        if (r.max_tokens != cases[i].limit)
+            fail_msg("%s: limit %d, expected %d", cases[i].body, r.max_tokens, cases[i].limit);
+        ilab_api_request_free(&r);
+    }
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": \"x\", \"max_completion_tokens\": 2}",
+                       &r, &e));
+    assert_string_equal(e.param, "max_completion_tokens");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_status_to_http_table),
+        cmocka_unit_test(test_limit_fields),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_fail_closed),
         cmocka_unit_test(test_edges),
