@@ -242,12 +242,43 @@ static void entry_fields_off_by_one_are_refused(void **state)
     e.struct_size = sizeof e - sizeof(void *);
     assert_int_equal(check_variant(&e, "smaller than the ABI 1.0 entry"), ILAB_ABI_MISMATCH);
 
-    /* The last member (cache_stats) NULL inside the table: refused like any other. */
+    /* `.abi_minor = ILAB_ABI_MINOR` rebuilt against this header while the
+     * manifest stayed at 1.0: the message says the header moved under it. */
+    e = *good;
+    e.backend = &table;
+    e.abi_minor = ILAB_ABI_MINOR;
+    assert_true(ILAB_ABI_MINOR > 0 && strstr(good->manifest_yaml, "abi: 1.0\n"));
+    assert_int_equal(check_variant(&e, "abi_minor = ILAB_ABI_MINOR follows the SDK header"),
+                     ILAB_ABI_MISMATCH);
+
+    /* The last member (cache_stats) NULL inside the table, cache.stats not
+     * declared: a 1.0 source rebuilt against the 1.1 header. Loaded, and the
+     * host's shim answers (ADR 0019). */
     e = *good;
     e.backend = &table;
     assert_true(table.struct_size >= sizeof table); /* the table reaches the last member */
     table.cache_stats = NULL;
+    assert_int_equal(check_variant(&e, NULL), ILAB_OK);
+
+    /* A lifecycle member NULL: refused, naming it. */
+    table = *good->backend;
+    table.model_info = NULL;
+    assert_int_equal(check_variant(&e, "backend member model_info is NULL"), ILAB_INVALID_ARGUMENT);
+    ilab_plugin_unload(p);
+}
+
+/* cache.stats declared and cache_stats NULL: refused, naming the member. */
+static void declared_null_member_is_refused(void **state)
+{
+    ilab_plugin *p = NULL;
+    assert_int_equal(ilab_plugin_load(PLUGIN("stats_good"), err, sizeof err, &p), ILAB_OK);
+    const ilab_plugin_entry_t *good = ilab_plugin_entry_of(p);
+    ilab_backend_api_t table = *good->backend;
+    ilab_plugin_entry_t e = *good;
+    e.backend = &table;
+    table.cache_stats = NULL;
     assert_int_equal(check_variant(&e, "backend member cache_stats is NULL"), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "cache.stats: true"));
     ilab_plugin_unload(p);
 }
 
@@ -279,6 +310,7 @@ int main(void)
         cmocka_unit_test(cache_stats_declared_on_a_1_0_table_is_refused),
         cmocka_unit_test(cache_stats_with_abi_1_0_is_refused),
         cmocka_unit_test(entry_fields_off_by_one_are_refused),
+        cmocka_unit_test(declared_null_member_is_refused),
         cmocka_unit_test(host_services_are_sane),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

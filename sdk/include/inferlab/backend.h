@@ -41,6 +41,7 @@
 #include "inferlab/generate.h"
 #include "inferlab/host.h"
 #include "inferlab/status.h"
+#include "inferlab/struct_size.h"
 
 #ifdef __cplusplus
 extern "C" {
