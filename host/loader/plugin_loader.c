@@ -401,6 +401,18 @@ ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_p
     if (!path || !out)
         return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
                       "no plugin path or out-parameter");
+    /* A bare "ok.so" is the file in the current folder, as every command
+     * line means it: dlopen() would search the library path for it. */
+    if (!strchr(path, '/')) {
+        size_t n = strlen(path) + 3;
+        char *local = malloc(n);
+        if (!local)
+            return refuse(err, err_cap, ILAB_OUT_OF_MEMORY, path, "out of memory");
+        snprintf(local, n, "./%s", path);
+        ilab_status st = load_as(path, local, err, err_cap, out);
+        free(local);
+        return st;
+    }
     return load_as(path, path, err, err_cap, out);
 }
 

@@ -16,7 +16,8 @@
 
 typedef struct ilab_plugin ilab_plugin;
 
-/* Load the plugin at `path`. On refusal returns a non-OK status
+/* Load the plugin at `path`, a file path (a name without a slash is the
+ * file in the current folder, not a library for dlopen() to search for). On refusal returns a non-OK status
  * (ILAB_IO: dlopen failed, with dlerror(); ILAB_ABI_MISMATCH: versions or
  * struct sizes, naming both versions; ILAB_INVALID_ARGUMENT: bootstrap or
  * manifest problems) and writes a message that names the file into `err`. */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include "ilab_skip.h"
@@ -63,6 +64,25 @@ static void good_plugin_loads(void **state)
     assert_string_equal(cfg[0].value, "3");
     ilab_config_entries_free(cfg, n);
     ilab_plugin_unload(p);
+}
+
+/* A bare file name is the file in the current folder, not a library for
+ * dlopen() to search the library path for. */
+static void bare_name_is_a_file_here(void **state)
+{
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(LOADER_PLUGIN_DIR), 0);
+    ilab_plugin *p = NULL;
+    ilab_status st = ilab_plugin_load("loader_good.so", err, sizeof err, &p);
+    ilab_status missing = ilab_plugin_load("loader_not_there.so", err, sizeof err, &p);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(st, ILAB_OK);
+    assert_string_equal(ilab_plugin_path(p), "loader_good.so");
+    ilab_plugin_unload(p);
+    assert_int_equal(missing, ILAB_IO);
+    if (!strstr(err, "loader_not_there.so") || strstr(err, "./loader_not_there.so"))
+        fail_msg("the refusal does not name the file as given: %s", err);
 }
 
 static void wrong_major_names_both_versions(void **state)
@@ -311,6 +331,7 @@ int main(void)
         cmocka_unit_test(cache_stats_with_abi_1_0_is_refused),
         cmocka_unit_test(entry_fields_off_by_one_are_refused),
         cmocka_unit_test(declared_null_member_is_refused),
+        cmocka_unit_test(bare_name_is_a_file_here),
         cmocka_unit_test(host_services_are_sane),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
