@@ -97,6 +97,8 @@ static ilab_catalog *scan(const ilab_serve_set *set, bool probe, const ilab_cata
 {
     const ilab_settings *settings = set->settings;
     ilab_catalog_options co = {
+        .plugin_files = (const char *const *)settings->plugin_files,
+        .n_files = settings->n_plugin_files,
         .plugin_dirs = (const char *const *)settings->plugin_dirs,
         .n_dirs = settings->n_plugin_dirs,
         .allow_insecure = settings->allow_insecure_plugins,
@@ -266,12 +268,16 @@ static ilab_catalog *first_scan(const ilab_serve_set *set, char *err, size_t err
     return c;
 }
 
-/* Open the named backends (or, with none, every plugin of `c`) into `bes`
- * (room for ilab_catalog_size(c) or n_names); -1 or the exit code. */
+/* Open the named backends (or, with none, every plugin of `c`; with --plugin
+ * files, every one of them: they are the catalog's first entries) into
+ * `bes` (room for ilab_catalog_size(c) or n_names); -1 or the exit code. */
 static int open_all(ilab_serve_set *set, const ilab_catalog *c, const char *const *names,
                     size_t n_names, ilab_server_backend *bes, size_t *n)
 {
-    size_t cap = set->all ? ilab_catalog_size(c) : n_names;
+    size_t files = set->settings->n_plugin_files;
+    size_t cap = !set->all ? n_names
+                 : files && files < ilab_catalog_size(c) ? files
+                                                         : ilab_catalog_size(c);
     for (size_t i = 0; i < cap; i++) {
         const char *name = set->all ? ilab_catalog_at(c, i)->name : names[i];
         if (set->all && (!name || ilab_catalog_at(c, i)->state == ILAB_PLUGIN_SHADOWED)) {
