@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdint.h>
 #include <regex.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "isolation/worker.h"
 #include "build_info.h"
@@ -319,13 +321,49 @@ static bool load_settings(conf_cli *cli, ilab_settings *settings)
 }
 #endif
 
+/* A plugin named on the command line is a file (parse_options made sure it
+ * is one), relative to the current folder whether or not its name has a
+ * slash: dlopen() would search the library path for a bare "ok.so" and
+ * every test would fail on it. A relative name becomes the absolute one
+ * (leading "./" dropped, symbolic links kept), so the report is the one the
+ * absolute path gives. False (the message printed) when the current folder
+ * cannot be told. */
+static bool push_plugin_file(str_list *paths, const char *arg)
+{
+    if (arg[0] == '/') {
+        push(paths, arg);
+        return true;
+    }
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) {
+        fprintf(stderr, "inferlab-conformance: plugin file '%s': cannot tell the current folder: "
+                        "%s\n", arg, strerror(errno));
+        return false;
+    }
+    const char *rel = arg;
+    while (rel[0] == '.' && rel[1] == '/')
+        for (rel += 2; *rel == '/'; rel++)
+            ;
+    size_t n = strlen(cwd) + strlen(rel) + 2;
+    char *abs = malloc(n);
+    if (!abs) {
+        fprintf(stderr, "inferlab-conformance: out of memory\n");
+        return false;
+    }
+    snprintf(abs, n, "%s/%s", strcmp(cwd, "/") ? cwd : "", rel);
+    push(paths, abs);
+    free(abs);
+    return true;
+}
+
 /* The plugins to test into `paths`: the files given, then what the given
  * folders hold (with neither, the host's own search path). False (the
  * message printed) when a folder is unusable or nothing was found. */
 static bool collect_plugins(const conf_cli *cli, str_list *paths)
 {
     for (size_t i = 0; i < cli->files.n; i++)
-        push(paths, cli->files.v[i]);
+        if (!push_plugin_file(paths, cli->files.v[i]))
+            return false;
     if (cli->dirs.n || !cli->files.n) {
         ilab_plugin_paths found = {0};
         char err[1024];

@@ -3,7 +3,8 @@
 # the source tree (the folders below); prints each violation as
 # file:line: what is wrong, and exits 1 when there is one.
 #
-#   1. `_t` ends a type name only in sdk/include/inferlab/ (the plugin ABI):
+#   1. `_t` ends a type name only in sdk/include/inferlab/ (the plugin ABI,
+#      and its released copies in tests/abi_compat/include-1.N/inferlab/):
 #      there every struct typedef is `typedef struct ilab_x {...} ilab_x_t`
 #      and every scalar or handle typedef ends in `_t`; SDK enums are
 #      `typedef enum ilab_x {...} ilab_x` (no suffix, like the host's).
@@ -44,7 +45,7 @@ for my $path (sort @files) {
     close $fh;
     # Comments and string literals out, lengths kept (line numbers stay right).
     $text =~ s{/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"}{ (my $s = $&) =~ s/[^\n]/ /g; $s }gse;
-    my $sdk = $file =~ m{^sdk/include/inferlab/};
+    my $sdk = $file =~ m{^(?:sdk/include|tests/abi_compat/include-1\.[0-9]+)/inferlab/};
     my $host_header = $file =~ m{^(host|common)/.*\.h$};
 
     while ($text =~ /\btypedef\s+(struct|enum|union)\b\s*(\w*)\s*($body)?\s*(\w+)\s*;/g) {

@@ -1059,6 +1059,9 @@ static ilab_status mock_cancel(ilab_backend_t *b, uint64_t id)
     atomic_store(&b->cancel_id, id);
     return ILAB_OK;
 }
+#elif defined(MOCK_NULL_UNDECLARED)
+/* generate and cancel are not declared and left NULL: the host's shims
+ * answer for them (docs/adr/0022), and the harness must accept that. */
 #else
 static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_t *r, ilab_event_fn fn,
                                  void *user)
@@ -1106,10 +1109,19 @@ static const ilab_backend_api_t api = {
     .seq_length = mock_seq_length,
 #endif
     .eval = mock_eval,
+#ifdef MOCK_NULL_UNDECLARED
+    .generate = NULL,
+    .cancel = NULL,
+#else
     .generate = mock_generate,
     .cancel = mock_cancel,
+#endif
     .cache_stats = mock_cache_stats,
 };
+
+#if defined(MOCK_NULL_UNDECLARED) && defined(MOCK_BACKEND_SAMPLING)
+#error "MOCK_NULL_UNDECLARED leaves generate and cancel NULL: not with sampling: backend"
+#endif
 
 #ifdef BREAK_NO_ENTRY
 /* misspelt: the version script hides it, so no bootstrap symbol is exported */

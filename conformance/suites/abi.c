@@ -118,14 +118,16 @@ conf_result conf_abi3_size_prefixed(conf_env *env, char *msg, size_t cap)
     const ilab_plugin_entry_t *e = raw_entry(env, msg, cap);
     if (!e)
         return CONF_FAIL;
-    /* ABI 1.0 defines every member of both tables. */
-    CONF_CHECK(e->struct_size >= sizeof(ilab_plugin_entry_t),
-               "bootstrap struct_size %u is smaller than ABI 1.0's %zu", (unsigned)e->struct_size,
-               sizeof(ilab_plugin_entry_t));
+    /* ABI 1.0 defines every member of both tables: the frozen 1.0 sizes,
+     * not this header's sizeof, which is the newest minor's (a table
+     * built against the 1.0 header ends before cache_stats). */
+    CONF_CHECK(e->struct_size >= ILAB_PLUGIN_ENTRY_SIZE_1_0,
+               "bootstrap struct_size %u is smaller than ABI 1.0's %u", (unsigned)e->struct_size,
+               ILAB_PLUGIN_ENTRY_SIZE_1_0);
     CONF_CHECK(e->backend != NULL, "bootstrap entry has no backend table");
-    CONF_CHECK(e->backend->struct_size >= sizeof(ilab_backend_api_t),
-               "backend table struct_size %u is smaller than ABI 1.0's %zu",
-               (unsigned)e->backend->struct_size, sizeof(ilab_backend_api_t));
+    CONF_CHECK(e->backend->struct_size >= ILAB_BACKEND_API_SIZE_1_0,
+               "backend table struct_size %u is smaller than ABI 1.0's %u",
+               (unsigned)e->backend->struct_size, ILAB_BACKEND_API_SIZE_1_0);
 
     /* The plugin honours a caller's smaller struct: model_info() with an
      * older, shorter ilab_model_info_t must not write past its size. */
@@ -187,12 +189,95 @@ conf_result conf_abi5_manifest(conf_env *env, char *msg, size_t cap)
                  e->version ? e->version : "(null)");
         r = CONF_FAIL;
     } else if (m->abi_major != e->abi_major || m->abi_minor != e->abi_minor) {
-        CONF_MSG("manifest abi %u.%u differs from the descriptor's %u.%u", m->abi_major,
-                 m->abi_minor, (unsigned)e->abi_major, (unsigned)e->abi_minor);
+        CONF_MSG("manifest abi %u.%u differs from the descriptor's %u.%u%s", m->abi_major,
+                 m->abi_minor, (unsigned)e->abi_major, (unsigned)e->abi_minor,
+                 e->abi_minor == ILAB_ABI_MINOR && e->abi_minor > m->abi_minor
+                     ? " (an entry that sets abi_minor = ILAB_ABI_MINOR follows the SDK header, "
+                       "which moved; set it to the minor the plugin implements)"
+                     : "");
         r = CONF_FAIL;
     }
     ilab_manifest_free(m);
     return r;
+}
+
+/* ---- ABI-6: which members must be set ------------------------------------ */
+
+/* A member of the backend table and the capability that needs it (NULL:
+ * the lifecycle, every plugin's). Its own copy of the rule, so a loader bug
+ * cannot hide a plugin bug. */
+typedef struct table_member {
+    const char *name;
+    size_t offset;
+    const char *capability;
+} table_member;
+
+#define TM(m, c) {#m, offsetof(ilab_backend_api_t, m), c}
+static const table_member table_members[] = {
+    TM(probe, NULL), TM(create, NULL), TM(destroy, NULL), TM(last_error, NULL),
+    TM(model_info, NULL),
+    TM(tokenize, "tokenizer"), TM(detokenize, "tokenizer"), TM(token_piece, "tokenizer"),
+    TM(seq_create, "logits: full"), TM(seq_free, "logits: full"), TM(seq_length, "logits: full"),
+    TM(eval, "logits: full"),
+    TM(seq_fork, "cache.fork"), TM(seq_truncate, "cache.truncate"),
+    TM(generate, "sampling: backend"), TM(cancel, "cancel"), TM(cache_stats, "cache.stats"),
+};
+#undef TM
+
+static bool capability_declared(const ilab_manifest *m, const char *c)
+{
+    return !strcmp(c, "tokenizer")           ? m->tokenizer
+           : !strcmp(c, "logits: full")      ? m->logits == ILAB_LOGITS_FULL
+           : !strcmp(c, "cache.fork")        ? m->cache_fork
+           : !strcmp(c, "cache.truncate")    ? m->cache_truncate
+           : !strcmp(c, "sampling: backend") ? m->sampling == ILAB_SAMPLING_BACKEND
+           : !strcmp(c, "cancel")            ? m->cancel
+                                             : m->cache_stats;
+}
+
+static const void *table_member_ptr(const ilab_backend_api_t *t, const table_member *tm)
+{
+    if (tm->offset + sizeof(void *) > t->struct_size)
+        return NULL;
+    const void *p;
+    memcpy(&p, (const char *)t + tm->offset, sizeof p);
+    return p;
+}
+
+bool conf_member_absent(const conf_env *env, size_t offset)
+{
+    const ilab_plugin_entry_t *e = env->plugin ? ilab_plugin_entry_of(env->plugin) : NULL;
+    if (!e || !e->backend)
+        return false;
+    for (size_t i = 0; i < sizeof table_members / sizeof table_members[0]; i++)
+        if (table_members[i].offset == offset)
+            return table_member_ptr(e->backend, &table_members[i]) == NULL;
+    return false;
+}
+
+/* The lifecycle members and every member a declared capability needs are
+ * set and within struct_size; the others may be NULL or past the table's
+ * end (the host's ILAB_UNSUPPORTED shim stands in: ADR 0022). `m` NULL:
+ * the manifest did not parse (ABI-5 says why), only the lifecycle. */
+static bool members_set(const ilab_backend_api_t *t, const ilab_manifest *m, int *shimmed,
+                        char *msg, size_t cap)
+{
+    *shimmed = 0;
+    for (size_t i = 0; i < sizeof table_members / sizeof table_members[0]; i++) {
+        const table_member *tm = &table_members[i];
+        bool needed = !tm->capability || (m && capability_declared(m, tm->capability));
+        if (table_member_ptr(t, tm))
+            continue;
+        if (!needed) {
+            (*shimmed)++;
+            continue;
+        }
+        bool past = tm->offset + sizeof(void *) > t->struct_size;
+        CONF_CHECK_BOOL(false, "backend member %s is %s, but %s needs it", tm->name,
+                        past ? "past the table's struct_size" : "NULL",
+                        tm->capability ? tm->capability : "every plugin (lifecycle)");
+    }
+    return true;
 }
 
 /* ABI-6: the manifest tells the truth. */
@@ -202,14 +287,15 @@ conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap)
     if (!e)
         return CONF_FAIL;
     CONF_CHECK(e->backend, "bootstrap entry has no backend table");
-    size_t members = (e->backend->struct_size - offsetof(ilab_backend_api_t, probe)) / sizeof(void (*)(void));
-    size_t known = (sizeof(ilab_backend_api_t) - offsetof(ilab_backend_api_t, probe)) / sizeof(void (*)(void));
-    if (members > known)
-        members = known;
-    void (*const *fn)(void) = (void (*const *)(void))((const char *)e->backend +
-                                                      offsetof(ilab_backend_api_t, probe));
-    for (size_t i = 0; i < members; i++)
-        CONF_CHECK(fn[i] != NULL, "backend table member %zu (of %zu) is NULL", i, members);
+    ilab_manifest *own = NULL;
+    char perr[CONF_MSG_CAP];
+    if (!e->manifest_yaml || ilab_manifest_parse(e->manifest_yaml, perr, sizeof perr, &own) != ILAB_OK)
+        own = NULL;
+    int shimmed = 0;
+    bool ok = members_set(e->backend, own, &shimmed, msg, cap);
+    ilab_manifest_free(own);
+    if (!ok)
+        return CONF_FAIL;
 
     char why[CONF_MSG_CAP];
     conf_result r = conf_env_prepare(env, CONF_NEED_INSTANCE, why, sizeof why);
@@ -286,6 +372,9 @@ conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap)
         conf_gen_free(&g);
         CONF_CHECK(!unsupported, "declares sampling: backend but generate() is UNSUPPORTED");
     }
+    if (shimmed)
+        CONF_MSG("%d member(s) no declared capability needs are NULL or past the table: the "
+                 "host's shims answer for them", shimmed);
     return CONF_PASS;
 }
 

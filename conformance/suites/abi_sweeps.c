@@ -175,21 +175,21 @@ conf_result conf_abi3_model_info_sizes(conf_env *env, char *msg, size_t cap)
         u.info.struct_size = (uint32_t)size;
         ilab_status st = env->api->model_info(env->be, &u.info);
         size_t limit = size < sizeof u.info ? size : sizeof u.info;
-        if (size < sizeof u.info) {
+        if (size < ILAB_MODEL_INFO_SIZE_1_0) {
             CONF_CHECK(st == ILAB_ABI_MISMATCH,
-                       "model_info() with struct_size %zu (< ABI 1.0's %zu) returned %s, want ABI_MISMATCH",
-                       size, sizeof u.info, ilab_status_name(st));
+                       "model_info() with struct_size %zu (< ABI 1.0's %u) returned %s, want ABI_MISMATCH",
+                       size, ILAB_MODEL_INFO_SIZE_1_0, ilab_status_name(st));
             limit = size < sizeof(uint32_t) ? 0 : sizeof(uint32_t);
         } else {
-            CONF_CHECK(st == ILAB_OK, "model_info() with struct_size %zu (>= ABI 1.0's %zu) returned %s", size,
-                       sizeof u.info, ilab_status_name(st));
+            CONF_CHECK(st == ILAB_OK, "model_info() with struct_size %zu (>= ABI 1.0's %u) returned %s", size,
+                       ILAB_MODEL_INFO_SIZE_1_0, ilab_status_name(st));
         }
         CONF_CHECK(u.info.struct_size == (uint32_t)size,
                    "model_info() with struct_size %zu changed struct_size to %u (it stays as the caller set it)",
                    size, (unsigned)u.info.struct_size);
         for (size_t i = limit > sizeof(uint32_t) ? limit : sizeof(uint32_t); i < sizeof u.bytes; i++)
             CONF_CHECK(u.bytes[i] == 0xA5, "model_info() with struct_size %zu wrote byte %zu (%s)", size, i,
-                       size < sizeof u.info ? "it refused the struct: nothing may be written"
+                       size < ILAB_MODEL_INFO_SIZE_1_0 ? "it refused the struct: nothing may be written"
                                             : "past ABI 1.0's struct");
     }
     return CONF_PASS;
@@ -267,17 +267,17 @@ conf_result conf_abi3_item_sizes(conf_env *env, char *msg, size_t cap)
         ilab_status st = env->api->eval(env->be, items, 1);
         int32_t len = -1;
         env->api->seq_length(env->be, s, &len);
-        if (size < sizeof big.item) {
+        if (size < ILAB_BATCH_ITEM_SIZE_1_0) {
             if (st != ILAB_ABI_MISMATCH || len != 0) {
-                CONF_MSG("eval() of an item with struct_size %zu (< ABI 1.0's %zu) returned %s and left "
-                         "length %d; want ABI_MISMATCH and 0", size, sizeof big.item, ilab_status_name(st), len);
+                CONF_MSG("eval() of an item with struct_size %zu (< ABI 1.0's %u) returned %s and left "
+                         "length %d; want ABI_MISMATCH and 0", size, ILAB_BATCH_ITEM_SIZE_1_0, ilab_status_name(st), len);
                 goto out;
             }
             continue;
         }
         if (st != ILAB_OK || len != 2) {
-            CONF_MSG("eval() of an item with struct_size %zu (ABI 1.0's is %zu; the tail is zero) returned "
-                     "%s, length %d", size, sizeof big.item, ilab_status_name(st), len);
+            CONF_MSG("eval() of an item with struct_size %zu (ABI 1.0's is %u; the tail is zero) returned "
+                     "%s, length %d", size, ILAB_BATCH_ITEM_SIZE_1_0, ilab_status_name(st), len);
             goto out;
         }
         char what[96];

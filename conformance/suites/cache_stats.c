@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache_stats.h"
+#include "suites.h"
 
 /* Positions held by a sequence of `len` positions that shares no block. */
 static int64_t held(int64_t len, int64_t block)
@@ -394,12 +395,15 @@ conf_result conf_err2_cache_stats_undeclared(conf_env *env, char *msg, size_t ca
     ilab_status st = env->api->cache_stats(env->be, &s);
     CONF_CHECK(st == ILAB_UNSUPPORTED, "cache_stats() returned %s without cache.stats declared, "
                "want ILAB_UNSUPPORTED", ilab_status_name(st));
-    /* A table built against ABI 1.0 ends before cache_stats: the host's shim
-     * answered, and the plugin has nothing to say. */
+    /* A table built against ABI 1.0 ends before cache_stats, and a 1.0
+     * source rebuilt against the 1.1 header leaves it NULL: the host's shim
+     * answered, and the plugin has nothing to say (ADR 0022). */
     const ilab_backend_api_t *own = ilab_plugin_entry_of(env->plugin)->backend;
-    if (own->struct_size < offsetof(ilab_backend_api_t, cache_stats) + sizeof own->cache_stats) {
+    if (conf_member_absent(env, offsetof(ilab_backend_api_t, cache_stats))) {
         snprintf(msg, cap, "ILAB_UNSUPPORTED from the host's shim (the plugin's table, struct_size "
-                 "%u, predates ABI 1.1)", own->struct_size);
+                 "%u, %s)", own->struct_size,
+                 own->struct_size < offsetof(ilab_backend_api_t, cache_stats) + sizeof own->cache_stats
+                     ? "predates ABI 1.1" : "leaves cache_stats NULL");
         return CONF_PASS;
     }
     char e[512];

@@ -9,9 +9,10 @@
 
 #include "suites.h"
 
-/* A status must be UNSUPPORTED with a message. */
-static bool unsupported(conf_env *env, ilab_status st, const char *capability, const char *call, char *msg,
-                        size_t cap)
+/* A status must be UNSUPPORTED with a message (none when `shimmed`: the
+ * plugin left the member NULL and the host's shim answered). */
+static bool unsupported(conf_env *env, ilab_status st, const char *capability, const char *call,
+                        bool shimmed, char *msg, size_t cap)
 {
     char e[512];
     if (st != ILAB_UNSUPPORTED) {
@@ -20,18 +21,22 @@ static bool unsupported(conf_env *env, ilab_status st, const char *capability, c
                  ilab_status_name(st));
         return false;
     }
-    if (!conf_last_error(env, e, sizeof e)[0]) {
+    if (!shimmed && !conf_last_error(env, e, sizeof e)[0]) {
         snprintf(msg, cap, "%s returned UNSUPPORTED without a message", call);
         return false;
     }
     return true;
 }
 
-#define NEED_UNSUPPORTED(st, capability, call)                              \
-    do {                                                                    \
-        if (!unsupported(env, (st), capability, call, msg, cap))            \
-            return CONF_FAIL;                                               \
-        checked++;                                                          \
+/* `member`: the table member called; one the plugin left NULL is the host's
+ * shim, which has no message of the plugin's (ADR 0022). */
+#define NEED_UNSUPPORTED(st, capability, call, member)                                     \
+    do {                                                                                   \
+        if (!unsupported(env, (st), capability, call,                                      \
+                         conf_member_absent(env, offsetof(ilab_backend_api_t, member)), msg, \
+                         cap))                                                             \
+            return CONF_FAIL;                                                              \
+        checked++;                                                                         \
     } while (0)
 
 /* ERR-2 with valid arguments and no-op calls. */
@@ -44,15 +49,15 @@ conf_result conf_err2_valid_noops(conf_env *env, char *msg, size_t cap)
     char buf[64];
     size_t n;
     if (!m->tokenizer) {
-        NEED_UNSUPPORTED(a->tokenize(env->be, "", 0, 0, toks, 8, &n), "tokenizer", "tokenize(\"\", 0)");
-        NEED_UNSUPPORTED(a->tokenize(env->be, "a", 1, 0, toks, 8, &n), "tokenizer", "tokenize(\"a\")");
-        NEED_UNSUPPORTED(a->detokenize(env->be, toks, 0, buf, sizeof buf, &n), "tokenizer", "detokenize(0 ids)");
+        NEED_UNSUPPORTED(a->tokenize(env->be, "", 0, 0, toks, 8, &n), "tokenizer", "tokenize(\"\", 0)", tokenize);
+        NEED_UNSUPPORTED(a->tokenize(env->be, "a", 1, 0, toks, 8, &n), "tokenizer", "tokenize(\"a\")", tokenize);
+        NEED_UNSUPPORTED(a->detokenize(env->be, toks, 0, buf, sizeof buf, &n), "tokenizer", "detokenize(0 ids)", detokenize);
         NEED_UNSUPPORTED(a->token_piece(env->be, -1, tok, buf, sizeof buf, &n), "tokenizer",
-                         "token_piece(-1, a valid id)");
+                         "token_piece(-1, a valid id)", token_piece);
     }
     ilab_seq_t s = 0;
     if (m->logits != ILAB_LOGITS_FULL) {
-        NEED_UNSUPPORTED(a->seq_create(env->be, &s), "logits: full", "seq_create()");
+        NEED_UNSUPPORTED(a->seq_create(env->be, &s), "logits: full", "seq_create()", seq_create);
     } else if (a->seq_create(env->be, &s) == ILAB_OK) {
         ilab_status st = conf_eval1(env, s, &tok, 1, 0, NULL);
         if (st == ILAB_OK && !m->cache_fork) {
@@ -60,7 +65,8 @@ conf_result conf_err2_valid_noops(conf_env *env, char *msg, size_t cap)
             st = a->seq_fork(env->be, s, &c);
             if (st == ILAB_OK)
                 a->seq_free(env->be, c);
-            if (!unsupported(env, st, "cache.fork", "seq_fork(a live sequence)", msg, cap)) {
+            if (!unsupported(env, st, "cache.fork", "seq_fork(a live sequence)",
+                             conf_member_absent(env, offsetof(ilab_backend_api_t, seq_fork)), msg, cap)) {
                 a->seq_free(env->be, s);
                 return CONF_FAIL;
             }
@@ -71,7 +77,9 @@ conf_result conf_err2_valid_noops(conf_env *env, char *msg, size_t cap)
             const char *calls[2] = {"seq_truncate(seq, its own length 1)", "seq_truncate(seq, 0)"};
             for (int k = 0; k < 2; k++) {
                 st = a->seq_truncate(env->be, s, 1 - k);
-                if (!unsupported(env, st, "cache.truncate", calls[k], msg, cap)) {
+                if (!unsupported(env, st, "cache.truncate", calls[k],
+                                 conf_member_absent(env, offsetof(ilab_backend_api_t, seq_truncate)),
+                                 msg, cap)) {
                     a->seq_free(env->be, s);
                     return CONF_FAIL;
                 }
@@ -84,10 +92,10 @@ conf_result conf_err2_valid_noops(conf_env *env, char *msg, size_t cap)
         ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
         ilab_generate_request_t req = {.struct_size = sizeof req, .request_id = 78, .prompt_tokens = &tok,
                                        .n_prompt_tokens = 1, .sampling = &sampling, .max_tokens = 1};
-        NEED_UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "sampling: backend", "generate(a valid request)");
-        NEED_UNSUPPORTED(a->cancel(env->be, 78), "sampling: backend", "cancel(an unknown id)");
+        NEED_UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "sampling: backend", "generate(a valid request)", generate);
+        NEED_UNSUPPORTED(a->cancel(env->be, 78), "sampling: backend", "cancel(an unknown id)", cancel);
     } else if (!m->cancel) {
-        NEED_UNSUPPORTED(a->cancel(env->be, 12345), "cancel", "cancel(an unknown id)");
+        NEED_UNSUPPORTED(a->cancel(env->be, 12345), "cancel", "cancel(an unknown id)", cancel);
     }
     CONF_MSG("%d undeclared entry point(s) fail closed with valid arguments", checked);
     return CONF_PASS;

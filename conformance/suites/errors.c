@@ -83,13 +83,15 @@ conf_result conf_err1_closed(conf_env *env, char *msg, size_t cap)
     return CONF_PASS;
 }
 
-#define UNSUPPORTED(call, what)                                                                   \
+/* A member the plugin left NULL is the host's shim: it has no message. */
+#define UNSUPPORTED(call, what, member)                                                           \
     do {                                                                                          \
         ilab_status st__ = (call);                                                                \
         char e__[512];                                                                            \
         CONF_CHECK(st__ == ILAB_UNSUPPORTED, "%s not declared, but %s returned %s (want UNSUPPORTED)", \
                    capname, what, ilab_status_name(st__));                                        \
-        CONF_CHECK(conf_last_error(env, e__, sizeof e__)[0], "%s returned UNSUPPORTED without a message", what); \
+        CONF_CHECK(conf_member_absent(env, offsetof(ilab_backend_api_t, member)) ||               \
+                   conf_last_error(env, e__, sizeof e__)[0], "%s returned UNSUPPORTED without a message", what); \
         checked++;                                                                                \
     } while (0)
 
@@ -105,18 +107,18 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
     int32_t tok = 0, len;
     if (!m->tokenizer) {
         capname = "tokenizer";
-        UNSUPPORTED(a->tokenize(env->be, "abc", 3, 0, toks, 8, &n), "tokenize()");
-        UNSUPPORTED(a->detokenize(env->be, &tok, 1, buf, sizeof buf, &n), "detokenize()");
-        UNSUPPORTED(a->token_piece(env->be, -1, tok, buf, sizeof buf, &n), "token_piece()");
+        UNSUPPORTED(a->tokenize(env->be, "abc", 3, 0, toks, 8, &n), "tokenize()", tokenize);
+        UNSUPPORTED(a->detokenize(env->be, &tok, 1, buf, sizeof buf, &n), "detokenize()", detokenize);
+        UNSUPPORTED(a->token_piece(env->be, -1, tok, buf, sizeof buf, &n), "token_piece()", token_piece);
     }
     ilab_seq_t s = 0;
     if (m->logits != ILAB_LOGITS_FULL) {
         capname = "logits: full";
-        UNSUPPORTED(a->seq_create(env->be, &s), "seq_create()");
+        UNSUPPORTED(a->seq_create(env->be, &s), "seq_create()", seq_create);
         ilab_batch_item_t item = {.struct_size = sizeof item, .seq = 1, .tokens = &tok, .n_tokens = 1};
         const ilab_batch_item_t *items[1] = {&item};
-        UNSUPPORTED(a->eval(env->be, items, 1), "eval()");
-        UNSUPPORTED(a->seq_length(env->be, 1, &len), "seq_length()");
+        UNSUPPORTED(a->eval(env->be, items, 1), "eval()", eval);
+        UNSUPPORTED(a->seq_length(env->be, 1, &len), "seq_length()", seq_length);
     } else if (a->seq_create(env->be, &s) != ILAB_OK) {
         CONF_MSG("seq_create() failed: cannot check fork/truncate");
         return CONF_FAIL;
@@ -133,7 +135,8 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
             r = CONF_FAIL;
             if (st == ILAB_OK)
                 a->seq_free(env->be, c);
-        } else if (!conf_last_error(env, e, sizeof e)[0]) {
+        } else if (!conf_member_absent(env, offsetof(ilab_backend_api_t, seq_fork)) &&
+                   !conf_last_error(env, e, sizeof e)[0]) {
             CONF_MSG("seq_fork() returned UNSUPPORTED without a message");
             r = CONF_FAIL;
         }
@@ -158,11 +161,11 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
                                        .n_prompt_tokens = 1, .max_tokens = 1};
         ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
         req.sampling = &sampling;
-        UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "generate()");
+        UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "generate()", generate);
     }
     if (!m->cancel && m->sampling == ILAB_SAMPLING_BACKEND) {
         capname = "cancel";
-        UNSUPPORTED(a->cancel(env->be, 77), "cancel()");
+        UNSUPPORTED(a->cancel(env->be, 77), "cancel()", cancel);
     }
     if (m->topk_max == 0 && env->m->sampling == ILAB_SAMPLING_HOST) {
         /* the host refuses top_logprobs beyond topk_max: checked through the engine */

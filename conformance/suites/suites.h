@@ -13,6 +13,10 @@ conf_result conf_abi5_manifest(conf_env *env, char *msg, size_t cap);
 conf_result conf_prb1_answers(conf_env *env, char *msg, size_t cap);
 conf_result conf_abi3_size_prefixed(conf_env *env, char *msg, size_t cap);
 conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap);
+/* True when the plugin's own backend table leaves the member at `offset`
+ * NULL or ends before it: the host's shim answers for it, with no message
+ * of the plugin's (ADR 0022). */
+bool conf_member_absent(const conf_env *env, size_t offset);
 conf_result conf_abi7_create_destroy(conf_env *env, char *msg, size_t cap);
 conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap);
 conf_result conf_abi1_one_export(conf_env *env, char *msg, size_t cap);

@@ -79,16 +79,17 @@ static json_t *row_json(const ilab_catalog *c, const ilab_catalog_entry *e)
 static void usage(FILE *out, int info)
 {
     if (info)
-        fprintf(out, "usage: inferlab info NAME [--plugin-dir DIR]... [--config FILE]\n"
+        fprintf(out, "usage: inferlab info NAME [--plugin FILE]... [--plugin-dir DIR]... [--config FILE]\n"
                      "                     [--set PLUGIN.KEY=VAL]... [--allow-insecure-plugins] [--json]\n"
                      "Show one plugin's manifest, probe result and file.\n");
     else
-        fprintf(out, "usage: inferlab list [--plugin-dir DIR]... [--config FILE] [--set PLUGIN.KEY=VAL]...\n"
-                     "                     [--allow-insecure-plugins] [--json]\n"
+        fprintf(out, "usage: inferlab list [--plugin FILE]... [--plugin-dir DIR]... [--config FILE]\n"
+                     "                     [--set PLUGIN.KEY=VAL]... [--allow-insecure-plugins] [--json]\n"
                      "List every plugin file found: name, version, ABI, capabilities, file, state\n"
                      "(available | unavailable: reason | rejected: reason | shadowed by FILE |\n"
                      "misconfigured: reason).\n");
-    fprintf(out, "\nSearch order: --plugin-dir (repeatable) and the config's plugin_dirs, then the\n"
+    fprintf(out, "\nSearch order: each --plugin FILE (a .so; a relative path, with or without a slash,\n"
+                 "is relative to the current folder), then --plugin-dir (repeatable) and the config's plugin_dirs, then the\n"
                  "built-in folder (the build tree's plugins/, or installed <prefix>/lib/inferlab/plugins),\n"
                  "then INFERLAB_PLUGIN_PATH (colon-separated). The first plugin of a name wins.\n"
                  "A file or folder writable by group or others, or owned by another user than root or\n"
@@ -100,12 +101,13 @@ static void usage(FILE *out, int info)
             info ? "no such plugin" : "no plugin found");
 }
 
-enum { OPT_PLUGIN_DIR = 256, OPT_CONFIG, OPT_SET, OPT_INSECURE, OPT_JSON, OPT_HELP };
+enum { OPT_PLUGIN_DIR = 256, OPT_PLUGIN, OPT_CONFIG, OPT_SET, OPT_INSECURE, OPT_JSON, OPT_HELP };
 
 /* Returns -1 to go on, else the exit code (messages printed). */
 static int parse_list_options(int argc, char **argv, int info, list_options *o)
 {
     static const struct option longopts[] = {{"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+                                             {"plugin", required_argument, NULL, OPT_PLUGIN},
                                              {"config", required_argument, NULL, OPT_CONFIG},
                                              {"set", required_argument, NULL, OPT_SET},
                                              {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
@@ -115,9 +117,10 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
     const char *cmd = info ? "info" : "list", *config = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
-    size_t n_sets = 0, n_dirs = 0;
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    size_t n_sets = 0, n_dirs = 0, n_files = 0;
     int rc = -1;
-    if (!sets || !dirs) {
+    if (!sets || !dirs || !files) {
         fprintf(stderr, "inferlab %s: out of memory\n", cmd);
         rc = 1;
         goto out;
@@ -127,6 +130,7 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
     for (int c; rc < 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
         switch (c) {
         case OPT_PLUGIN_DIR: dirs[n_dirs++] = optarg; break;
+        case OPT_PLUGIN: files[n_files++] = optarg; break;
         case OPT_CONFIG: config = optarg; break;
         case OPT_SET: sets[n_sets++] = optarg; break;
         case OPT_INSECURE: o->settings.allow_insecure_plugins = true; break;
@@ -153,13 +157,15 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
     }
     char err[2048];
     if (ilab_settings_from_cli(&o->settings, config, sets, n_sets, dirs, n_dirs, err, sizeof err) !=
-        ILAB_OK) {
+            ILAB_OK ||
+        ilab_settings_add_plugin_files(&o->settings, files, n_files, err, sizeof err) != ILAB_OK) {
         fprintf(stderr, "inferlab %s: %s\n", cmd, err);
         rc = 2;
     }
 out:
     free(sets);
     free(dirs);
+    free(files);
     return rc;
 }
 
@@ -173,6 +179,8 @@ static const ilab_config_entry_t *user_config(const void *user, const char *name
 static ilab_catalog *probe_all(list_options *o, const char *cmd, int *rc)
 {
     ilab_catalog_options co = {
+        .plugin_files = (const char *const *)o->settings.plugin_files,
+        .n_files = o->settings.n_plugin_files,
         .plugin_dirs = (const char *const *)o->settings.plugin_dirs,
         .n_dirs = o->settings.n_plugin_dirs,
         .allow_insecure = o->settings.allow_insecure_plugins,

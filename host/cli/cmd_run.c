@@ -35,6 +35,9 @@ static void run_usage(FILE *out)
             "  --backend NAME        plugin to use (default: settings' default_backend, torchlike)\n"
             "  --config FILE         YAML settings file (docs/configuration.md)\n"
             "  --set PLUGIN.KEY=VAL  override one configuration key (repeatable)\n"
+            "  --plugin FILE         a plugin file, looked at before every folder; relative to the\n"
+            "                        current folder (with or without a slash); with one and no\n"
+            "                        --backend, the backend is its plugin\n"
             "  --plugin-dir DIR      search DIR for plugins first (repeatable)\n"
             "  --allow-insecure-plugins  load plugins the trust rule refuses (dangerous)\n"
             "  --prompt TEXT         the prompt; else --prompt-file FILE; else stdin\n"
@@ -227,7 +230,8 @@ static int on_event(void *user_data, const ilab_event_t *ev)
 /* --- the command ------------------------------------------------------------ */
 
 enum {
-    OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_INSECURE, OPT_PROMPT, OPT_PROMPT_FILE,
+    OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN, OPT_INSECURE, OPT_PROMPT,
+    OPT_PROMPT_FILE,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE,
     OPT_FREQUENCY, OPT_SEED,
     OPT_STOP, OPT_IGNORE_EOS, OPT_LOGPROBS, OPT_JSON, OPT_NO_BOS, OPT_HELP,
@@ -238,6 +242,7 @@ static const struct option run_long_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"set", required_argument, NULL, OPT_SET},
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+    {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"prompt", required_argument, NULL, OPT_PROMPT},
     {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
@@ -262,8 +267,8 @@ static const struct option run_long_options[] = {
 /* What the command line asked for. The strings point into argv. */
 typedef struct run_options {
     const char *backend, *config, *prompt, *prompt_file;
-    const char **sets, **dirs, **stops; /* owned arrays */
-    size_t n_sets, n_dirs, n_stops;
+    const char **sets, **dirs, **files, **stops; /* owned arrays */
+    size_t n_sets, n_dirs, n_files, n_stops;
     bool json, allow_insecure;
     ilab_request req; /* sampling, limits, flags; the prompt is read later */
 } run_options;
@@ -272,6 +277,7 @@ static void run_options_free(run_options *o)
 {
     free(o->sets);
     free(o->dirs);
+    free(o->files);
     free(o->stops);
 }
 
@@ -330,8 +336,9 @@ static int parse_run_options(int argc, char **argv, run_options *o)
     o->req.add_bos = true;
     o->sets = calloc((size_t)argc, sizeof *o->sets);
     o->dirs = calloc((size_t)argc, sizeof *o->dirs);
+    o->files = calloc((size_t)argc, sizeof *o->files);
     o->stops = calloc((size_t)argc, sizeof *o->stops);
-    if (!o->sets || !o->dirs || !o->stops) {
+    if (!o->sets || !o->dirs || !o->files || !o->stops) {
         fprintf(stderr, "inferlab run: out of memory\n");
         return 1;
     }
@@ -343,6 +350,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_CONFIG: o->config = optarg; break;
         case OPT_SET: o->sets[o->n_sets++] = optarg; break;
         case OPT_PLUGIN_DIR: o->dirs[o->n_dirs++] = optarg; break;
+        case OPT_PLUGIN: o->files[o->n_files++] = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
         case OPT_PROMPT: o->prompt = optarg; break;
         case OPT_PROMPT_FILE: o->prompt_file = optarg; break;
@@ -457,7 +465,8 @@ int ilab_cmd_run(int argc, char **argv)
     if (rc >= 0)
         goto out;
     if (ilab_settings_from_cli(&settings, o.config, o.sets, o.n_sets, o.dirs, o.n_dirs, err,
-                               sizeof err) != ILAB_OK) {
+                               sizeof err) != ILAB_OK ||
+        ilab_settings_add_plugin_files(&settings, o.files, o.n_files, err, sizeof err) != ILAB_OK) {
         fprintf(stderr, "inferlab run: %s\n", err);
         rc = 2;
         goto out;

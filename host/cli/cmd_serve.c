@@ -25,8 +25,9 @@
 #define DEFAULT_GRACE_SECONDS 10
 
 enum {
-    OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_API_KEY,
-    OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH, OPT_ISOLATION, OPT_HELP
+    OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN,
+    OPT_API_KEY, OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH,
+    OPT_ISOLATION, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -36,6 +37,7 @@ static const struct option serve_long_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"set", required_argument, NULL, OPT_SET},
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
+    {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"api-key", required_argument, NULL, OPT_API_KEY},
     {"allow-unauthenticated", no_argument, NULL, OPT_ALLOW_UNAUTHENTICATED},
     {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
@@ -52,8 +54,8 @@ typedef struct serve_options {
     const char *api_key, *access_log;
     bool allow_unauthenticated;
     int port;                   /* -1 = the settings' */
-    const char **sets, **dirs, **backends; /* owned arrays of borrowed strings */
-    size_t n_sets, n_dirs, n_backends;
+    const char **sets, **dirs, **files, **backends; /* owned arrays of borrowed strings */
+    size_t n_sets, n_dirs, n_files, n_backends;
     bool allow_insecure;        /* --allow-insecure-plugins */
     bool watch;                 /* --watch */
     int isolate;                /* --isolation: 1 process, 0 none, -1 the settings' */
@@ -63,7 +65,7 @@ static void serve_usage(FILE *out)
 {
     fprintf(out,
             "usage: inferlab serve [--host ADDR] [--port N] [--backend NAME]... [--config FILE]\n"
-            "                      [--set plugin.key=value]... [--plugin-dir DIR]...\n"
+            "                      [--set plugin.key=value]... [--plugin FILE]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
             "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
             "                      [--allow-insecure-plugins]\n"
@@ -75,7 +77,10 @@ static void serve_usage(FILE *out)
             "  --backend NAME           serve this plugin; repeat for several (else the\n"
             "                           setting server.backends). Without either, every\n"
             "                           plugin of the folders is served, each as its own\n"
-            "                           model: a request's \"model\" picks the backend\n"
+            "                           model: a request's \"model\" picks the backend;\n"
+            "                           with --plugin files, every plugin of those files\n"
+            "  --plugin FILE            a plugin file, looked at before every folder; relative\n"
+            "                           to the current folder (with or without a slash)\n"
             "  --watch                  reload when a plugin folder changes (as SIGHUP does:\n"
             "                           new, replaced and removed plugins; docs/operations.md)\n"
             "  --isolation process|none run each backend in a worker process of its own, so\n"
@@ -106,6 +111,7 @@ static void serve_options_free(serve_options *o)
 {
     free(o->sets);
     free(o->dirs);
+    free(o->files);
     free(o->backends);
 }
 
@@ -117,8 +123,9 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
     o->isolate = -1;
     o->sets = calloc((size_t)argc, sizeof *o->sets);
     o->dirs = calloc((size_t)argc, sizeof *o->dirs);
+    o->files = calloc((size_t)argc, sizeof *o->files);
     o->backends = calloc((size_t)argc, sizeof *o->backends);
-    if (!o->sets || !o->dirs || !o->backends) {
+    if (!o->sets || !o->dirs || !o->files || !o->backends) {
         fprintf(stderr, "inferlab serve: out of memory\n");
         return 1;
     }
@@ -132,6 +139,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         case OPT_CONFIG: o->config = optarg; break;
         case OPT_SET: o->sets[o->n_sets++] = optarg; break;
         case OPT_PLUGIN_DIR: o->dirs[o->n_dirs++] = optarg; break;
+        case OPT_PLUGIN: o->files[o->n_files++] = optarg; break;
         case OPT_API_KEY: o->api_key = optarg; break;
         case OPT_ALLOW_UNAUTHENTICATED: o->allow_unauthenticated = true; break;
         case OPT_ACCESS_LOG: o->access_log = optarg; break;
@@ -368,7 +376,8 @@ int ilab_cmd_serve(int argc, char **argv)
     char err[1024] = "";
     /* The config file first, then every --set, whatever their order. */
     if (ilab_settings_from_cli(&settings, o.config, o.sets, o.n_sets, o.dirs, o.n_dirs, err,
-                               sizeof err) != ILAB_OK) {
+                               sizeof err) != ILAB_OK ||
+        ilab_settings_add_plugin_files(&settings, o.files, o.n_files, err, sizeof err) != ILAB_OK) {
         fprintf(stderr, "inferlab serve: %s\n", err);
         ilab_settings_free(&settings);
         serve_options_free(&o);

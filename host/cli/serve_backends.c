@@ -113,6 +113,8 @@ static ilab_catalog *scan(const ilab_serve_set *set, bool probe, const ilab_cata
 {
     const ilab_settings *settings = set->settings;
     ilab_catalog_options co = {
+        .plugin_files = (const char *const *)settings->plugin_files,
+        .n_files = settings->n_plugin_files,
         .plugin_dirs = (const char *const *)settings->plugin_dirs,
         .n_dirs = settings->n_plugin_dirs,
         .allow_insecure = settings->allow_insecure_plugins,
@@ -365,12 +367,21 @@ static ilab_catalog *first_scan(const ilab_serve_set *set, char *err, size_t err
     return c;
 }
 
-/* Open the named backends (or, with none, every plugin of `c`) into `bes`
- * (room for ilab_catalog_size(c) or n_names); -1 or the exit code. */
+/* Serving without names: the catalog entries served, every plugin of the
+ * folders, or with --plugin files only those (the catalog's first entries),
+ * at start and at every reload alike. */
+static size_t served_entries(const ilab_serve_set *set, const ilab_catalog *c)
+{
+    size_t files = set->settings->n_plugin_files, n = ilab_catalog_size(c);
+    return files && files < n ? files : n;
+}
+
+/* Open the named backends (or, with none, every served plugin of `c`) into
+ * `bes` (room for ilab_catalog_size(c) or n_names); -1 or the exit code. */
 static int open_all(ilab_serve_set *set, const ilab_catalog *c, const char *const *names,
                     size_t n_names, ilab_server_backend *bes, size_t *n)
 {
-    size_t cap = set->all ? ilab_catalog_size(c) : n_names;
+    size_t cap = set->all ? served_entries(set, c) : n_names;
     for (size_t i = 0; i < cap; i++) {
         const char *name = set->all ? ilab_catalog_at(c, i)->name : names[i];
         if (set->all && (!name || ilab_catalog_at(c, i)->state == ILAB_PLUGIN_SHADOWED)) {
@@ -608,7 +619,7 @@ static void reload_one(ilab_serve_set *set, ilab_server *server, const ilab_cata
  * under; say so once, when it is new or changed since the last scan. */
 static void report_unnamed(const ilab_serve_set *set, const ilab_catalog *c)
 {
-    for (size_t i = 0; set->all && i < ilab_catalog_size(c); i++) {
+    for (size_t i = 0; set->all && i < served_entries(set, c); i++) {
         const ilab_catalog_entry *ce = ilab_catalog_at(c, i);
         if (ce->name)
             continue;
@@ -637,7 +648,7 @@ size_t ilab_serve_set_reload(ilab_serve_set *set, ilab_server *server)
     reload_tally t = {0};
     report_unnamed(set, c);
     /* Every plugin of the folders, when serving a folder: new ones too. */
-    for (size_t i = 0; set->all && i < ilab_catalog_size(c); i++) {
+    for (size_t i = 0; set->all && i < served_entries(set, c); i++) {
         const ilab_catalog_entry *ce = ilab_catalog_at(c, i);
         if (ce->name && ce->state != ILAB_PLUGIN_SHADOWED && !entry_named(set, ce->name))
             entry_add(set, ce->name);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 static char *dup_str(const char *s)
@@ -45,6 +47,9 @@ void ilab_settings_free(ilab_settings *s)
     for (size_t i = 0; i < s->n_plugin_dirs; i++)
         free(s->plugin_dirs[i]);
     free(s->plugin_dirs);
+    for (size_t i = 0; i < s->n_plugin_files; i++)
+        free(s->plugin_files[i]);
+    free(s->plugin_files);
     free(s->default_backend);
     free(s->server.host);
     free(s->server.api_key);
@@ -584,6 +589,53 @@ ilab_status ilab_settings_set(ilab_settings *s, const char *assignment, char *er
     free(plugin);
     free(key);
     return st;
+}
+
+/* `file` as an absolute path: the current folder joined to a relative one
+ * (leading "./" dropped, symbolic links kept). NULL when out of memory or
+ * the current folder cannot be told (errno set). */
+static char *absolute_path(const char *file)
+{
+    if (file[0] == '/')
+        return dup_str(file);
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return NULL;
+    while (file[0] == '.' && file[1] == '/')
+        for (file += 2; *file == '/'; file++)
+            ;
+    size_t n = strlen(cwd) + strlen(file) + 2;
+    char *abs = malloc(n);
+    if (abs)
+        snprintf(abs, n, "%s/%s", strcmp(cwd, "/") ? cwd : "", file);
+    return abs;
+}
+
+ilab_status ilab_settings_add_plugin_files(ilab_settings *s, const char *const *files, size_t n,
+                                           char *err, size_t err_cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        int bad = stat(files[i], &st) != 0 ? errno : 0;
+        if (bad || !S_ISREG(st.st_mode)) {
+            snprintf(err, err_cap, "--plugin '%s': %s", files[i],
+                     bad ? strerror(bad)
+                         : "not a regular file (a plugin is a .so file; a folder is --plugin-dir)");
+            return ILAB_INVALID_ARGUMENT;
+        }
+        char **more = realloc(s->plugin_files, (s->n_plugin_files + 1) * sizeof *more);
+        if (!more) {
+            snprintf(err, err_cap, "--plugin: out of memory");
+            return ILAB_OUT_OF_MEMORY;
+        }
+        s->plugin_files = more;
+        if (!(more[s->n_plugin_files] = absolute_path(files[i]))) {
+            snprintf(err, err_cap, "--plugin '%s': %s", files[i], strerror(errno));
+            return ILAB_OUT_OF_MEMORY;
+        }
+        s->n_plugin_files++;
+    }
+    return ILAB_OK;
 }
 
 ilab_status ilab_settings_from_cli(ilab_settings *s, const char *config_path,

@@ -50,6 +50,9 @@ typedef struct ilab_server_settings {
 typedef struct ilab_settings {
     char **plugin_dirs; /* owned; --plugin-dir entries are appended */
     size_t n_plugin_dirs;
+    char **plugin_files; /* owned, absolute; --plugin FILE, looked at before every
+                            folder (CLI only) */
+    size_t n_plugin_files;
     char *default_backend; /* owned; "torchlike" by default */
     ilab_engine_config scheduler;
     ilab_server_settings server;
@@ -76,6 +79,14 @@ ilab_status ilab_settings_set(ilab_settings *s, const char *assignment,
                               char *err, size_t err_cap);
 
 ilab_status ilab_settings_add_plugin_dir(ilab_settings *s, const char *dir);
+
+/* Append each --plugin FILE: a path to a .so, relative to the current
+ * folder whether or not it has a slash (a bare "ok.so" is the file here),
+ * kept as the absolute path. A file that is missing or not a regular file
+ * is ILAB_INVALID_ARGUMENT with one message naming it ("--plugin 'ok.so':
+ * No such file or directory"). */
+ilab_status ilab_settings_add_plugin_files(ilab_settings *s, const char *const *files, size_t n,
+                                           char *err, size_t err_cap);
 
 /* What every CLI command does with its common options, in this order
  * whatever the order on the command line: load `config_path` (may be NULL),

@@ -5,7 +5,7 @@
  * of running plugin code in the host: probe() in a short-lived worker, and
  * each create() starts a worker of its own that holds that one instance
  * until destroy(). The engine, the harness and the server use it as they use
- * any backend (docs/adr/0019-backend-worker-processes.md).
+ * any backend (docs/adr/0020-backend-worker-processes.md).
  *
  * What the proxy adds to the contract:
  *  - A worker that dies (any signal, exit() inside the plugin) ends every

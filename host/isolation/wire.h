@@ -1,5 +1,5 @@
 /* The wire between the host and a backend worker process: framed messages
- * over one AF_UNIX stream socket (docs/adr/0019-backend-worker-processes.md).
+ * over one AF_UNIX stream socket (docs/adr/0020-backend-worker-processes.md).
  *
  * A message is a fixed header followed by `len` payload bytes. The payload
  * is a flat sequence of fields written by ilab_wire_put_* and read back in

@@ -1,7 +1,7 @@
 /* The backend worker process: the other end of a proxy (proxy.h). It loads
  * one plugin from a private copy of its file, creates at most one instance
  * and serves the host's calls on it until the host says DESTROY or goes
- * away (docs/adr/0019-backend-worker-processes.md).
+ * away (docs/adr/0020-backend-worker-processes.md).
  *
  * A worker is the host binary itself, re-executed with ILAB_WORKER_ARG as its
  * first argument: every program that opens proxies (inferlab, the harness,

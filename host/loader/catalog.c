@@ -91,6 +91,46 @@ static ilab_status inspect_entry(const ilab_catalog_options *o, ilab_catalog_ent
     return (e->reason = strdup(in.reason)) ? ILAB_OK : ILAB_OUT_OF_MEMORY;
 }
 
+/* Is the file at `path` one of the --plugin files (the same file, however
+ * spelled)? A folder that holds it does not list it twice. */
+static bool given_file(const ilab_catalog_options *o, const char *path)
+{
+    ilab_file_id id, g;
+    if (!ilab_file_id_of(path, &id))
+        return false;
+    for (size_t i = 0; i < o->n_files; i++)
+        if (ilab_file_id_of(o->plugin_files[i], &g) && g.dev == id.dev && g.ino == id.ino)
+            return true;
+    return false;
+}
+
+/* The --plugin files, then every folder's files that are not among them. */
+static ilab_status list_files(const ilab_catalog_options *o, ilab_plugin_paths *files, char *err,
+                              size_t err_cap)
+{
+    ilab_plugin_paths found = {0};
+    ilab_status st = ilab_registry_discover(o->plugin_dirs, o->n_dirs, true, err, err_cap, &found);
+    size_t cap = o->n_files + found.n;
+    if (st == ILAB_OK && cap &&
+        (!(files->paths = calloc(cap, sizeof *files->paths)) ||
+         !(files->origins = calloc(cap, sizeof *files->origins))))
+        st = ILAB_OUT_OF_MEMORY;
+    for (size_t i = 0; st == ILAB_OK && i < o->n_files; i++) {
+        files->origins[files->n] = ILAB_DIR_GIVEN;
+        if (!(files->paths[files->n++] = strdup(o->plugin_files[i])))
+            st = ILAB_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; st == ILAB_OK && i < found.n; i++) {
+        if (o->n_files && given_file(o, found.paths[i]))
+            continue;
+        files->origins[files->n] = found.origins[i];
+        files->paths[files->n++] = found.paths[i]; /* ownership moves */
+        found.paths[i] = NULL;
+    }
+    ilab_plugin_paths_free(&found);
+    return st;
+}
+
 /* The first entry of each name wins; later ones are SHADOWED. */
 static ilab_status mark_shadowed(ilab_catalog *c)
 {
@@ -137,7 +177,7 @@ ilab_status ilab_catalog_scan(const ilab_catalog_options *o, char *err, size_t e
     if (st == ILAB_OK)
         st = check_dirs(c);
     if (st == ILAB_OK)
-        st = ilab_registry_discover(o->plugin_dirs, o->n_dirs, true, err, err_cap, &files);
+        st = list_files(o, &files, err, err_cap);
     if (st == ILAB_OK && files.n && !(c->entries = calloc(files.n, sizeof *c->entries)))
         st = ILAB_OUT_OF_MEMORY;
     for (size_t i = 0; st == ILAB_OK && i < files.n; i++) {

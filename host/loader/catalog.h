@@ -33,6 +33,8 @@ typedef struct ilab_catalog_entry {
 } ilab_catalog_entry;
 
 typedef struct ilab_catalog_options {
+    const char *const *plugin_files; /* --plugin FILE: these files first, before every folder */
+    size_t n_files;
     const char *const *plugin_dirs; /* --plugin-dir / plugin_dirs, searched first */
     size_t n_dirs;
     bool allow_insecure;            /* --allow-insecure-plugins: skip the trust rule (dangerous) */

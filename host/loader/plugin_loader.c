@@ -25,7 +25,8 @@ struct ilab_plugin {
     ilab_file_id file;
     const ilab_plugin_entry_t *entry;
     ilab_manifest *manifest;
-    /* The plugin's table copied up to its struct_size; the rest are shims. */
+    /* The plugin's table copied up to its struct_size; the rest, and the
+     * members it left NULL (ADR 0022), are shims. */
     ilab_backend_api_t api;
     /* The host table its probe()/create() get: the host's services, with
      * host_data = remote_data for a plugin run elsewhere. */
@@ -47,7 +48,7 @@ struct ilab_plugin {
  * what every plugin implements; later members may be absent (shimmed). */
 #define BACKEND_MIN_SIZE (offsetof(ilab_backend_api_t, model_info) + sizeof(void *))
 
-/* --- shims for members past the plugin's struct_size ---------------------- */
+/* --- shims for members past the plugin's struct_size, or left NULL --------- */
 
 static ilab_status shim_tokenize(ilab_backend_t *b, const char *t, size_t l, uint32_t f,
                                  int32_t *o, size_t c, size_t *n)
@@ -93,7 +94,7 @@ static ilab_status shim_generate(ilab_backend_t *b, const ilab_generate_request_
         ev.request_id = req ? req->request_id : 0;
         ev.finish_reason = ILAB_FINISH_ERROR;
         ev.status = ILAB_UNSUPPORTED;
-        ev.message = "generate is absent: the plugin's backend table ends before it";
+        ev.message = "generate is absent: the plugin's backend table ends before it or leaves it NULL";
         on_event(user_data, &ev);
     }
     return ILAB_UNSUPPORTED;
@@ -107,7 +108,7 @@ static ilab_status shim_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s)
 }
 
 /* Every member of the table: its name, where it is, and the shim standing in
- * for it when the plugin's table is too short to hold it. */
+ * for it when the plugin's table is too short to hold it or leaves it NULL. */
 typedef struct member_info {
     const char *name;
     size_t offset;
@@ -197,10 +198,10 @@ static ilab_status check_entry(const char *path, const ilab_plugin_entry_t *e, c
                       "plugin needs ABI %u.%u, host provides ABI %d.%d: the plugin needs a newer "
                       "host", e->abi_major, e->abi_minor, ILAB_ABI_MAJOR, ILAB_ABI_MINOR);
     /* Every ABI 1.x entry has all of the 1.0 fields. */
-    if (e->struct_size < sizeof *e)
+    if (e->struct_size < ILAB_PLUGIN_ENTRY_SIZE_1_0)
         return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
-                      "bootstrap entry struct_size %u is smaller than the ABI %d.0 entry (%zu)",
-                      e->struct_size, ILAB_ABI_MAJOR, sizeof *e);
+                      "bootstrap entry struct_size %u is smaller than the ABI %d.0 entry (%u)",
+                      e->struct_size, ILAB_ABI_MAJOR, ILAB_PLUGIN_ENTRY_SIZE_1_0);
     if (!e->name || !e->version || !e->manifest_yaml || !e->backend)
         return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
                       "bootstrap entry has a NULL %s", !e->name ? "name" : !e->version ? "version"
@@ -218,6 +219,18 @@ static ilab_status check_manifest_matches(const char *path, const ilab_plugin_en
         return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
                       "manifest version '%s' differs from the entry's version '%s'", m->version,
                       e->version);
+    /* An entry one minor ahead of its manifest, at exactly the SDK's minor,
+     * is the mark of `.abi_minor = ILAB_ABI_MINOR` rebuilt against a newer
+     * header: say so, since the author changed nothing (ADR 0022). */
+    if (m->abi_major == e->abi_major && e->abi_minor > m->abi_minor &&
+        e->abi_minor == ILAB_ABI_MINOR)
+        return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
+                      "manifest abi %u.%u differs from the entry's ABI %u.%u: an entry that sets "
+                      "abi_minor = ILAB_ABI_MINOR follows the SDK header, which is now %d.%d, while "
+                      "the manifest stayed at %u.%u; set abi_minor to the minor the plugin "
+                      "implements (%u), not ILAB_ABI_MINOR (docs/sdk.md, Upgrading the SDK)",
+                      m->abi_major, m->abi_minor, e->abi_major, e->abi_minor, ILAB_ABI_MAJOR,
+                      ILAB_ABI_MINOR, m->abi_major, m->abi_minor, m->abi_minor);
     if (m->abi_major != e->abi_major || m->abi_minor != e->abi_minor)
         return refuse(err, err_cap, ILAB_ABI_MISMATCH, path,
                       "manifest abi %u.%u differs from the entry's ABI %u.%u", m->abi_major,
@@ -281,25 +294,31 @@ static ilab_status check_table(const char *path, const ilab_backend_api_t *t, ch
 static ilab_status check_members(const char *path, const ilab_backend_api_t *t, char *err,
                                  size_t err_cap)
 {
-    /* In ABI v1 no member may be NULL: an undeclared capability still has an
-     * entry point that returns ILAB_UNSUPPORTED. */
+    /* The lifecycle is every plugin's. Any other member may be NULL when
+     * no declared capability needs it (check_capabilities refuses the rest):
+     * a source written for an older minor, rebuilt against a newer header,
+     * leaves the members it has never heard of NULL, and copy_table puts
+     * the host's shim there (ADR 0022). */
     for (size_t i = 0; i < N_MEMBERS; i++)
-        if (member_within(t->struct_size, &members[i]) && !member_ptr(t, members[i].offset))
+        if (!members[i].shim && !member_ptr(t, members[i].offset))
             return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path,
-                          "backend member %s is NULL (every member within struct_size must be "
-                          "set; an undeclared capability returns ILAB_UNSUPPORTED)",
+                          "backend member %s is NULL (the lifecycle members probe, create, "
+                          "destroy, last_error and model_info are every plugin's)",
                           members[i].name);
     return ILAB_OK;
 }
 
 /* The host's view of the table: the plugin's members up to its struct_size,
- * shims for the rest, struct_size = the host's. */
+ * shims for the rest and for the members it left NULL, struct_size = the
+ * host's. */
 static void copy_table(const ilab_backend_api_t *t, ilab_backend_api_t *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < N_MEMBERS; i++) {
         void *p = member_within(t->struct_size, &members[i]) ? member_ptr(t, members[i].offset)
-                                                             : (void *)members[i].shim;
+                                                             : NULL;
+        if (!p)
+            p = (void *)members[i].shim;
         memcpy((char *)out + members[i].offset, &p, sizeof p);
     }
     out->struct_size = sizeof *out;
@@ -395,6 +414,18 @@ ilab_status ilab_plugin_load(const char *path, char *err, size_t err_cap, ilab_p
     if (!path || !out)
         return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
                       "no plugin path or out-parameter");
+    /* A bare "ok.so" is the file in the current folder, as every command
+     * line means it: dlopen() would search the library path for it. */
+    if (!strchr(path, '/')) {
+        size_t n = strlen(path) + 3;
+        char *local = malloc(n);
+        if (!local)
+            return refuse(err, err_cap, ILAB_OUT_OF_MEMORY, path, "out of memory");
+        snprintf(local, n, "./%s", path);
+        ilab_status st = load_as(path, local, err, err_cap, out);
+        free(local);
+        return st;
+    }
     return load_as(path, path, err, err_cap, out);
 }
 

@@ -16,7 +16,8 @@
 
 typedef struct ilab_plugin ilab_plugin;
 
-/* Load the plugin at `path`. On refusal returns a non-OK status
+/* Load the plugin at `path`, a file path (a name without a slash is the
+ * file in the current folder, not a library for dlopen() to search for). On refusal returns a non-OK status
  * (ILAB_IO: dlopen failed, with dlerror(); ILAB_ABI_MISMATCH: versions or
  * struct sizes, naming both versions; ILAB_INVALID_ARGUMENT: bootstrap or
  * manifest problems) and writes a message that names the file into `err`. */
@@ -50,7 +51,7 @@ ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
 
 /* ilab_plugin_load of a private copy of `path`'s bytes (a memory file): the
  * file on disk may then be overwritten, truncated or deleted without the
- * loaded code changing (a backend worker's load, docs/adr/0019). */
+ * loaded code changing (a backend worker's load, docs/adr/0020). */
 ilab_status ilab_plugin_load_private(const char *path, char *err, size_t err_cap,
                                      ilab_plugin **out);
 

@@ -46,8 +46,8 @@ void ilab_sampling_default(ilab_sampling_t *params)
     params->frequency_penalty = 0.0f;
 }
 
-/* The smallest valid writer: ABI 1.0's struct ends with frequency_penalty. */
-#define SAMPLING_SIZE_ABI_1_0 (offsetof(ilab_sampling_t, frequency_penalty) + sizeof(float))
+/* The smallest valid writer: ABI 1.0's struct (inferlab/struct_size.h). */
+#define SAMPLING_SIZE_ABI_1_0 ILAB_SAMPLING_SIZE_1_0
 
 /* `in` as the host's own struct: members a (future, smaller) writer did not
  * have are off, i.e. zero. */

@@ -20,6 +20,8 @@ ilab_status ilab_session_scan(const ilab_settings *settings, char *err, size_t e
                               ilab_catalog **out)
 {
     ilab_catalog_options o = {
+        .plugin_files = (const char *const *)settings->plugin_files,
+        .n_files = settings->n_plugin_files,
         .plugin_dirs = (const char *const *)settings->plugin_dirs,
         .n_dirs = settings->n_plugin_dirs,
         .allow_insecure = settings->allow_insecure_plugins,
@@ -86,6 +88,16 @@ static ilab_status open_from(const ilab_catalog *catalog, const ilab_settings *s
     if (!catalog || !settings || !out) {
         snprintf(err, err_cap, "session: a catalog, settings and an out pointer are required");
         return ILAB_INVALID_ARGUMENT;
+    }
+    /* `run --plugin ok.so` runs that file: with one --plugin file and no
+     * backend named, the backend is its plugin (the catalog's first entry). */
+    if (!(backend && backend[0]) && settings->n_plugin_files == 1 && ilab_catalog_size(catalog)) {
+        const ilab_catalog_entry *f = ilab_catalog_at(catalog, 0);
+        if (!f->name) {
+            snprintf(err, err_cap, "plugin %s is rejected: %s", f->path, f->reason);
+            return ILAB_INVALID_ARGUMENT;
+        }
+        backend = f->name;
     }
     const char *name = backend && backend[0] ? backend
                        : settings->default_backend && settings->default_backend[0]

@@ -50,10 +50,11 @@ ilab_status http_tokenize(ilab_backend_t *b, const char *text, size_t len, uint3
     if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
         return http_fail(b, ILAB_INVALID_ARGUMENT, "%s: tokenize: unknown flag bits 0x%x", plugin,
                          flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS));
-    if ((flags & ILAB_TOKENIZE_ADD_EOS) && b->eos_id < 0)
-        return http_fail(b, ILAB_INVALID_ARGUMENT,
-                         "%s: tokenize: ADD_EOS asked, but the model's EOS is unknown (set %s.eos_id)",
-                         plugin, plugin);
+    /* Without eos_id, model_info() reports no EOS (-1), and for a vocabulary
+     * without EOS the flag adds nothing (TOK-8): a configuration of only the
+     * server's URL must pass every clause the adapter declares. */
+    if (b->eos_id < 0)
+        flags &= ~(uint32_t)ILAB_TOKENIZE_ADD_EOS;
     /* JSON carries only valid UTF-8: other bytes are refused, not mangled */
     json_t *prompt = json_stringn(text ? text : "", len);
     if (!prompt)

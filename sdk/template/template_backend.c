@@ -8,6 +8,8 @@
  *     only on the tokens, so cached and recomputed logits agree exactly;
  *   - sequences with fork and truncate; batched eval;
  *   - sampling: host (generate and cancel return ILAB_UNSUPPORTED);
+ *   - ABI 1.0 (TEMPLATE_ABI_MINOR 0, below); built with 1 it implements ABI
+ *     1.1's cache_stats and declares cache.stats;
  *   - thread_safety: none (the host serialises calls; last_error is locked
  *     because it may be called from any thread).
  *
@@ -25,6 +27,27 @@
 #define PLUGIN_NAME "template_backend"
 #define PLUGIN_VERSION "0.1.0"
 
+/* The ABI minor this source implements, pinned: the entry's abi_minor and
+ * the manifest's `abi` both come from it. Never ILAB_ABI_MINOR: that is the
+ * SDK's minor and moves when the SDK is upgraded, which would make this
+ * source claim members it does not implement (docs/sdk.md, "Upgrading the
+ * SDK"). 0 loads in every 1.x host; 1 adds cache.stats and needs a 1.1 one.
+ * tests/abi_compat builds this file with 0 against the ABI 1.0 headers and
+ * against today's, and with 1. */
+#ifndef TEMPLATE_ABI_MINOR
+#define TEMPLATE_ABI_MINOR 0
+#endif
+#define TEMPLATE_STR(x) #x
+#define TEMPLATE_XSTR(x) TEMPLATE_STR(x)
+
+/* The frozen ABI 1.0 sizes come with inferlab/struct_size.h; the headers
+ * released with ABI 1.0 predate it, and in them sizeof is 1.0's. So this
+ * source builds against every SDK since 1.0. */
+#ifndef ILAB_MODEL_INFO_SIZE_1_0
+#define ILAB_MODEL_INFO_SIZE_1_0 ((unsigned)sizeof(ilab_model_info_t))
+#define ILAB_BATCH_ITEM_SIZE_1_0 ((unsigned)sizeof(ilab_batch_item_t))
+#endif
+
 #define VOCAB 258
 #define BOS 256
 #define EOS 257
@@ -35,7 +58,7 @@
 static const char manifest[] =
     "name: " PLUGIN_NAME "\n"
     "version: " PLUGIN_VERSION "\n"
-    "abi: 1.0\n"
+    "abi: 1." TEMPLATE_XSTR(TEMPLATE_ABI_MINOR) "\n"
     "description: >-\n"
     "  Template backend: byte-level tokenizer and deterministic hashed-bigram\n"
     "  logits; the starting point for writing a plugin.\n"
@@ -44,7 +67,11 @@ static const char manifest[] =
     "  logits: full\n"
     "  topk_max: 20\n"
     "  sampling: host\n"
+#if TEMPLATE_ABI_MINOR >= 1
+    "  cache: {fork: true, truncate: true, stats: true}\n"
+#else
     "  cache: {fork: true, truncate: true}\n"
+#endif
     "  batching: {max_batch: 64}\n"
     "  streaming: false\n"
     "  cancel: false\n"
@@ -194,9 +221,9 @@ static ilab_status tb_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 {
     if (!b || !info)
         return fail(b, ILAB_INVALID_ARGUMENT, "model_info: NULL info");
-    if (info->struct_size < sizeof(ilab_model_info_t)) /* no ABI had a smaller one (ABI-3) */
-        return fail(b, ILAB_ABI_MISMATCH, "model_info: struct_size %u is smaller than ABI 1.0's %zu",
-                    info->struct_size, sizeof(ilab_model_info_t));
+    if (info->struct_size < ILAB_MODEL_INFO_SIZE_1_0) /* no ABI had a smaller one (ABI-3) */
+        return fail(b, ILAB_ABI_MISMATCH, "model_info: struct_size %u is smaller than ABI 1.0's %u",
+                    info->struct_size, ILAB_MODEL_INFO_SIZE_1_0);
     ilab_model_info_t full = {.struct_size = info->struct_size, .vocab_size = VOCAB,
                               .bos_id = BOS, .eos_id = EOS, .max_context = MAX_CONTEXT};
     snprintf(full.name, sizeof full.name, "hashed-bigram-seed-%llu", (unsigned long long)b->seed);
@@ -359,15 +386,29 @@ static ilab_status tb_seq_length(ilab_backend_t *b, ilab_seq_t seq, int32_t *len
 
 /* --- evaluation -------------------------------------------------------------- */
 
+/* Nonzero when every byte of `item` past `known` (this plugin's sizeof) up
+ * to its struct_size is zero: a newer host set nothing this plugin would
+ * ignore (ABI-3). The SDK's ilab_struct_tail_is_zero() is the same check;
+ * the ABI 1.0 headers lack it. */
+static int tail_is_zero(const ilab_batch_item_t *item, size_t known)
+{
+    const unsigned char *p = (const unsigned char *)item;
+    for (size_t i = known; i < item->struct_size; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
 static ilab_status check_item(ilab_backend_t *b, const ilab_batch_item_t *it, size_t i)
 {
     if (!it)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu is NULL", i);
     /* No ABI had a smaller item; a larger one from a newer host must not set
      * members this plugin would ignore (ABI-3). */
-    if (it->struct_size < sizeof *it || !ilab_struct_tail_is_zero(it, sizeof *it))
-        return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu has struct_size %u (this plugin's is %zu) "
-                    "or sets members it does not know", i, it->struct_size, sizeof *it);
+    if (it->struct_size < ILAB_BATCH_ITEM_SIZE_1_0 || !tail_is_zero(it, sizeof *it))
+        return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu has struct_size %u (ABI 1.0's is %u, "
+                    "this plugin's %zu) or sets members it does not know", i, it->struct_size,
+                    ILAB_BATCH_ITEM_SIZE_1_0, sizeof *it);
     if (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS)
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: item %zu has unknown flag bits 0x%x", i,
                     it->flags);
@@ -439,11 +480,30 @@ static ilab_status tb_cancel(ilab_backend_t *b, uint64_t request_id)
     return fail(b, ILAB_UNSUPPORTED, "cancel: capability 'cancel' not declared");
 }
 
+#if TEMPLATE_ABI_MINOR >= 1
+/* ABI 1.1 [CCH-10]. Every slot owns MAX_CONTEXT positions, so the pool is
+ * MAX_SEQS * MAX_CONTEXT positions in blocks of one, and a sequence holds
+ * its length (a fork copies its parent's tokens). Slots, not positions, run
+ * out first: eval() never meets ILAB_OUT_OF_MEMORY, and the free count never
+ * says it would. */
 static ilab_status tb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
 {
-    (void)stats;
-    return fail(b, ILAB_UNSUPPORTED, "cache_stats: capability 'cache.stats' not declared");
+    if (!b || !stats)
+        return fail(b, ILAB_INVALID_ARGUMENT, "cache_stats: NULL stats");
+    if (stats->struct_size < ILAB_CACHE_STATS_SIZE_1_1)
+        return fail(b, ILAB_ABI_MISMATCH, "cache_stats: struct_size %u is smaller than ABI 1.1's %u",
+                    stats->struct_size, ILAB_CACHE_STATS_SIZE_1_1);
+    ilab_cache_stats_t now = {.struct_size = stats->struct_size, .block_size = 1,
+                              .total_positions = (int64_t)MAX_SEQS * MAX_CONTEXT};
+    int64_t held = 0;
+    for (int i = 0; i < MAX_SEQS; i++)
+        held += b->seqs[i].in_use ? b->seqs[i].len : 0;
+    now.free_positions = now.total_positions - held;
+    /* Write no byte past the caller's struct (it may be an older, smaller one). */
+    memcpy(stats, &now, stats->struct_size < sizeof now ? stats->struct_size : sizeof now);
+    return ILAB_OK;
 }
+#endif
 
 /* --- the exported table ------------------------------------------------------- */
 
@@ -465,15 +525,20 @@ static const ilab_backend_api_t api = {
     .eval = tb_eval,
     .generate = tb_generate,
     .cancel = tb_cancel,
+#if TEMPLATE_ABI_MINOR >= 1
     .cache_stats = tb_cache_stats,
+#endif
+    /* At minor 0 this source knows no later member: built against a newer
+     * header they are NULL, and the host stands in for them with
+     * ILAB_UNSUPPORTED (docs/contract.md ABI-3.5, ABI-6). */
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    /* The oldest host minor this plugin needs: it uses nothing added after
-     * ABI 1.0 (declaring cache.stats would need 1.1, and `abi: 1.1` above). */
-    .abi_minor = 0,
+    /* The minor this source implements, which is the oldest host minor it
+     * needs; the manifest's `abi` above says the same. */
+    .abi_minor = TEMPLATE_ABI_MINOR,
     .name = PLUGIN_NAME,
     .version = PLUGIN_VERSION,
     .manifest_yaml = manifest,

@@ -7,6 +7,13 @@
  *                                  check_layout.sh's cross-compiled table)
  *   abi_layout compare OLD NEW     exit 0 when NEW only appends to OLD;
  *                                  else print every change and exit 1
+ *   abi_layout frozen RECORD       exit 0 when every frozen size of
+ *                                  inferlab/struct_size.h (ILAB_*_SIZE_1_0...)
+ *                                  is where RECORD says that minor's last
+ *                                  member ends; else print each wrong one
+ *   abi_layout frozen-1.0          print the 1.0 sizes ("type size" lines),
+ *                                  for tests/abi_compat to compare with the
+ *                                  ABI 1.0 headers
  *
  * Line format:
  *   struct <type> size <bytes> align <bytes>
@@ -244,8 +251,121 @@ static int compare(const char *old_path, const char *new_path)
     return bad;
 }
 
+/* --- frozen sizes ------------------------------------------------------------ */
+
+/* One frozen size: `type` at ABI 1.`minor` is `size` bytes and its last
+ * member then was `last`. Every size-prefixed struct has a line for every
+ * minor it exists in. */
+typedef struct frozen {
+    const char *type;
+    unsigned minor;
+    unsigned long long size;
+    const char *last;
+} frozen;
+
+static const frozen frozen_sizes[] = {
+    {"ilab_plugin_entry_t", 0, ILAB_PLUGIN_ENTRY_SIZE_1_0, "backend"},
+    {"ilab_plugin_entry_t", 1, ILAB_PLUGIN_ENTRY_SIZE_1_1, "backend"},
+    {"ilab_host_t", 0, ILAB_HOST_SIZE_1_0, "now_ns"},
+    {"ilab_host_t", 1, ILAB_HOST_SIZE_1_1, "now_ns"},
+    {"ilab_model_info_t", 0, ILAB_MODEL_INFO_SIZE_1_0, "digest"},
+    {"ilab_model_info_t", 1, ILAB_MODEL_INFO_SIZE_1_1, "digest"},
+    {"ilab_batch_item_t", 0, ILAB_BATCH_ITEM_SIZE_1_0, "logits"},
+    {"ilab_batch_item_t", 1, ILAB_BATCH_ITEM_SIZE_1_1, "logits"},
+    {"ilab_backend_api_t", 0, ILAB_BACKEND_API_SIZE_1_0, "cancel"},
+    {"ilab_backend_api_t", 1, ILAB_BACKEND_API_SIZE_1_1, "cache_stats"},
+    {"ilab_cache_stats_t", 1, ILAB_CACHE_STATS_SIZE_1_1, "free_positions"},
+    {"ilab_sampling_t", 0, ILAB_SAMPLING_SIZE_1_0, "frequency_penalty"},
+    {"ilab_sampling_t", 1, ILAB_SAMPLING_SIZE_1_1, "frequency_penalty"},
+    {"ilab_generate_request_t", 0, ILAB_GENERATE_REQUEST_SIZE_1_0, "top_logprobs"},
+    {"ilab_generate_request_t", 1, ILAB_GENERATE_REQUEST_SIZE_1_1, "top_logprobs"},
+    {"ilab_event_t", 0, ILAB_EVENT_SIZE_1_0, "message"},
+    {"ilab_event_t", 1, ILAB_EVENT_SIZE_1_1, "message"},
+};
+#define N_FROZEN (sizeof frozen_sizes / sizeof frozen_sizes[0])
+
+/* `f` against the record: its last member ends, rounded up to the
+ * struct's alignment, exactly at f->size, and no member of the record
+ * straddles that boundary. The current minor's size is the record's. */
+static int check_frozen(const layout *l, const frozen *f)
+{
+    char name[160];
+    const entry *s = find(l, 's', f->type);
+    snprintf(name, sizeof name, "%s.%s", f->type, f->last);
+    const entry *last = find(l, 'm', name);
+    if (!s || !last) {
+        printf("WRONG    %s at 1.%u: the record has no %s\n", f->type, f->minor, s ? name : f->type);
+        return 1;
+    }
+    unsigned long long end = last->a + last->b, align = s->b ? s->b : 1;
+    unsigned long long want = (end + align - 1) / align * align;
+    if (f->minor == ILAB_ABI_MINOR && f->size != s->a) {
+        printf("WRONG    %s at 1.%u (the current minor): frozen size %llu, the record's size %llu\n",
+               f->type, f->minor, f->size, s->a);
+        return 1;
+    }
+    if (f->size != want) {
+        printf("WRONG    %s at 1.%u: frozen size %llu, but %s ends at %llu (align %llu: %llu)\n",
+               f->type, f->minor, f->size, f->last, end, align, want);
+        return 1;
+    }
+    size_t n = strlen(f->type);
+    for (size_t i = 0; i < l->n; i++) {
+        const entry *m = &l->e[i];
+        if (m->kind == 'm' && !strncmp(m->name, f->type, n) && m->name[n] == '.' &&
+            m->a < f->size && m->a + m->b > f->size) {
+            printf("WRONG    %s at 1.%u: member %s straddles the frozen size %llu\n", f->type,
+                   f->minor, m->name, f->size);
+            return 1;
+        }
+    }
+    printf("frozen   %s at 1.%u: %llu bytes, through %s\n", f->type, f->minor, f->size, f->last);
+    return 0;
+}
+
+/* Every size-prefixed struct of the record has a frozen size for the
+ * current minor: a new struct cannot arrive without one. */
+static int check_frozen_complete(const layout *l)
+{
+    int bad = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->e[i].kind != 's' || is_frozen(l, l->e[i].name))
+            continue;
+        int found = 0;
+        for (size_t k = 0; k < N_FROZEN; k++)
+            found |= !strcmp(frozen_sizes[k].type, l->e[i].name) && frozen_sizes[k].minor == ILAB_ABI_MINOR;
+        if (!found) {
+            printf("MISSING  %s has no frozen size for ABI 1.%d in inferlab/struct_size.h\n",
+                   l->e[i].name, ILAB_ABI_MINOR);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
+static int check_frozen_record(const char *path)
+{
+    layout l;
+    if (read_layout(path, &l) != 0)
+        return 2;
+    int bad = check_frozen_complete(&l);
+    for (size_t k = 0; k < N_FROZEN; k++)
+        bad |= check_frozen(&l, &frozen_sizes[k]);
+    printf("abi_layout: the frozen sizes %s %s\n", bad ? "disagree with" : "agree with", path);
+    free(l.e);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "frozen") == 0)
+        return check_frozen_record(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "frozen-1.0") == 0) {
+        for (size_t k = 0; k < N_FROZEN; k++)
+            if (frozen_sizes[k].minor == 0)
+                printf("%s %llu\n", frozen_sizes[k].type, frozen_sizes[k].size);
+        return 0;
+    }
     if (argc == 2 && strcmp(argv[1], "print") == 0) {
         print_layout(0);
         return 0;
@@ -256,6 +376,6 @@ int main(int argc, char **argv)
     }
     if (argc == 4 && strcmp(argv[1], "compare") == 0)
         return compare(argv[2], argv[3]);
-    fprintf(stderr, "usage: abi_layout print | names | compare OLD NEW\n");
+    fprintf(stderr, "usage: abi_layout print | names | compare OLD NEW | frozen RECORD | frozen-1.0\n");
     return 2;
 }

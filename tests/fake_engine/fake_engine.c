@@ -7,7 +7,7 @@
  *   fake_engine --engine vllm|sglang [--model ID] [--api-key KEY]
  *               [--max-model-len N] [--token-delay-ms N] [--die-after N]
  *               [--health-status N] [--health-delay-ms N] [--generate-status N]
- *               [-- CMD ARG...]
+ *               [--publish-vocab 0|1] [-- CMD ARG...]
  *
  * With `-- CMD ...` it runs CMD with every "@URL@" in its arguments (and
  * the environment variable FAKE_ENGINE_URL) set to the server's URL, stops
@@ -35,9 +35,10 @@ typedef struct options {
     const char *model, *api_key;
     int max_model_len, token_delay_ms, die_after, health_status, generate_status;
     int health_delay_ms; /* a server that accepts and then says nothing for so long */
+    int publish_vocab; /* the model card carries vocab_size */
 } options;
 
-static options opt = {ENGINE_VLLM, "fake-tiny", "", 512, 0, 0, 200, 0, 0};
+static options opt = {ENGINE_VLLM, "fake-tiny", "", 512, 0, 0, 200, 0, 0, 0};
 
 /* Set when the server stops: a delayed /health gives up waiting, so the
  * daemon's threads end at once. */
@@ -468,6 +469,10 @@ static enum MHD_Result models(struct MHD_Connection *c)
                              "created", (json_int_t)time(NULL), "owned_by",
                              opt.engine == ENGINE_VLLM ? "vllm" : "sglang", "root", opt.model, "parent",
                              "max_model_len", opt.max_model_len);
+    /* --publish-vocab 1: the card carries vocab_size, as an engine that
+     * publishes it would, so an adapter needs nothing but the URL. */
+    if (card && opt.publish_vocab)
+        json_object_set_new(card, "vocab_size", json_integer(fm_vocab_size()));
     return send_json(c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", card));
 }
 
@@ -557,7 +562,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: fake_engine --engine vllm|sglang [--model ID] [--api-key KEY] [--max-model-len N]\n"
                     "                   [--token-delay-ms N] [--die-after N] [--health-status N] [--health-delay-ms N]\n"
-                    "                   [--generate-status N] [-- CMD ARG...]\n");
+                    "                   [--generate-status N] [--publish-vocab 0|1] [-- CMD ARG...]\n");
     return 2;
 }
 
@@ -613,6 +618,8 @@ int main(int argc, char **argv)
             opt.health_delay_ms = atoi(v);
         else if (!strcmp(a, "--generate-status"))
             opt.generate_status = atoi(v);
+        else if (!strcmp(a, "--publish-vocab") && (!strcmp(v, "0") || !strcmp(v, "1")))
+            opt.publish_vocab = atoi(v);
         else
             return usage();
         i += 2; /* the option and its value */

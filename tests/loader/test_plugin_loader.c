@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include "ilab_skip.h"
@@ -63,6 +64,25 @@ static void good_plugin_loads(void **state)
     assert_string_equal(cfg[0].value, "3");
     ilab_config_entries_free(cfg, n);
     ilab_plugin_unload(p);
+}
+
+/* A bare file name is the file in the current folder, not a library for
+ * dlopen() to search the library path for. */
+static void bare_name_is_a_file_here(void **state)
+{
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(LOADER_PLUGIN_DIR), 0);
+    ilab_plugin *p = NULL;
+    ilab_status st = ilab_plugin_load("loader_good.so", err, sizeof err, &p);
+    ilab_status missing = ilab_plugin_load("loader_not_there.so", err, sizeof err, &p);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(st, ILAB_OK);
+    assert_string_equal(ilab_plugin_path(p), "loader_good.so");
+    ilab_plugin_unload(p);
+    assert_int_equal(missing, ILAB_IO);
+    if (!strstr(err, "loader_not_there.so") || strstr(err, "./loader_not_there.so"))
+        fail_msg("the refusal does not name the file as given: %s", err);
 }
 
 static void wrong_major_names_both_versions(void **state)
@@ -242,12 +262,43 @@ static void entry_fields_off_by_one_are_refused(void **state)
     e.struct_size = sizeof e - sizeof(void *);
     assert_int_equal(check_variant(&e, "smaller than the ABI 1.0 entry"), ILAB_ABI_MISMATCH);
 
-    /* The last member (cache_stats) NULL inside the table: refused like any other. */
+    /* `.abi_minor = ILAB_ABI_MINOR` rebuilt against this header while the
+     * manifest stayed at 1.0: the message says the header moved under it. */
+    e = *good;
+    e.backend = &table;
+    e.abi_minor = ILAB_ABI_MINOR;
+    assert_true(ILAB_ABI_MINOR > 0 && strstr(good->manifest_yaml, "abi: 1.0\n"));
+    assert_int_equal(check_variant(&e, "abi_minor = ILAB_ABI_MINOR follows the SDK header"),
+                     ILAB_ABI_MISMATCH);
+
+    /* The last member (cache_stats) NULL inside the table, cache.stats not
+     * declared: a 1.0 source rebuilt against the 1.1 header. Loaded, and the
+     * host's shim answers (ADR 0022). */
     e = *good;
     e.backend = &table;
     assert_true(table.struct_size >= sizeof table); /* the table reaches the last member */
     table.cache_stats = NULL;
+    assert_int_equal(check_variant(&e, NULL), ILAB_OK);
+
+    /* A lifecycle member NULL: refused, naming it. */
+    table = *good->backend;
+    table.model_info = NULL;
+    assert_int_equal(check_variant(&e, "backend member model_info is NULL"), ILAB_INVALID_ARGUMENT);
+    ilab_plugin_unload(p);
+}
+
+/* cache.stats declared and cache_stats NULL: refused, naming the member. */
+static void declared_null_member_is_refused(void **state)
+{
+    ilab_plugin *p = NULL;
+    assert_int_equal(ilab_plugin_load(PLUGIN("stats_good"), err, sizeof err, &p), ILAB_OK);
+    const ilab_plugin_entry_t *good = ilab_plugin_entry_of(p);
+    ilab_backend_api_t table = *good->backend;
+    ilab_plugin_entry_t e = *good;
+    e.backend = &table;
+    table.cache_stats = NULL;
     assert_int_equal(check_variant(&e, "backend member cache_stats is NULL"), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "cache.stats: true"));
     ilab_plugin_unload(p);
 }
 
@@ -279,6 +330,8 @@ int main(void)
         cmocka_unit_test(cache_stats_declared_on_a_1_0_table_is_refused),
         cmocka_unit_test(cache_stats_with_abi_1_0_is_refused),
         cmocka_unit_test(entry_fields_off_by_one_are_refused),
+        cmocka_unit_test(declared_null_member_is_refused),
+        cmocka_unit_test(bare_name_is_a_file_here),
         cmocka_unit_test(host_services_are_sane),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

@@ -5,10 +5,17 @@
  * The rules are docs/contract.md; the clause ids in brackets point there.
  *
  * Rules that hold for every member:
- *  - Every member is non-NULL [ABI-6]. A capability the manifest does not
- *    declare is still an entry point: it returns ILAB_UNSUPPORTED with a
- *    message naming the capability (fail closed, never a silent fallback),
- *    also for calls that would change nothing [ERR-2].
+ *  - The lifecycle members (probe, create, destroy, last_error, model_info)
+ *    and every member a declared capability needs are non-NULL [ABI-6].
+ *    Any other member may be NULL: one of a minor newer than the plugin's
+ *    abi_minor (a source written for ABI 1.0 and rebuilt against this
+ *    header never heard of cache_stats), or of a capability the manifest
+ *    does not declare. The host stands in for it with a shim returning
+ *    ILAB_UNSUPPORTED [ABI-3, docs/adr/0022]. Where a plugin knows the
+ *    member, an undeclared capability is better an entry point of its own
+ *    returning ILAB_UNSUPPORTED with a message naming the capability (fail
+ *    closed, never a silent fallback), also for calls that would change
+ *    nothing [ERR-2].
  *  - Every call returns an ilab_status; out-parameters come last and are
  *    written only on ILAB_OK (or ILAB_BUFFER_TOO_SMALL, which writes the
  *    required size) [TOK-7]. NULL or invalid arguments are
@@ -41,6 +48,7 @@
 #include "inferlab/generate.h"
 #include "inferlab/host.h"
 #include "inferlab/status.h"
+#include "inferlab/struct_size.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +70,8 @@ typedef struct ilab_config_entry {
 
 /* Facts about the loaded model [TOK-1, ABI-9]. The caller sets struct_size to
  * sizeof(ilab_model_info_t) as it was built; the plugin writes no byte past it
- * (smaller than ABI 1.0's: ILAB_ABI_MISMATCH, nothing written) [ABI-3]. */
+ * (smaller than ABI 1.0's, ILAB_MODEL_INFO_SIZE_1_0: ILAB_ABI_MISMATCH,
+ * nothing written) [ABI-3]. */
 typedef struct ilab_model_info {
     uint32_t struct_size;
     int32_t vocab_size;   /* > 0 */
@@ -81,7 +90,7 @@ typedef struct ilab_model_info {
 #define ILAB_EVAL_ALL_LOGITS (1u << 0) /* logits for every new position, not only the last [LOG-5] */
 
 /* One sequence's share of a batched evaluation. A struct_size smaller than
- * ABI 1.0's is ILAB_ABI_MISMATCH [ABI-3]. */
+ * ABI 1.0's (ILAB_BATCH_ITEM_SIZE_1_0) is ILAB_ABI_MISMATCH [ABI-3]. */
 typedef struct ilab_batch_item {
     uint32_t struct_size;  /* sizeof(ilab_batch_item_t) of the writer */
     ilab_seq_t seq;
@@ -108,7 +117,8 @@ typedef struct ilab_cache_stats {
 } ilab_cache_stats_t;
 
 typedef struct ilab_backend_api {
-    uint32_t struct_size; /* sizeof(ilab_backend_api_t) as the plugin was built */
+    uint32_t struct_size; /* sizeof(ilab_backend_api_t) as the plugin was built; at
+                             least ILAB_BACKEND_API_SIZE_1_0 */
 
     /* --- lifecycle ------------------------------------------------------ */
 
@@ -236,7 +246,8 @@ typedef struct ilab_backend_api {
      * truncated or freed; the host admits requests by it [CCH-10]. A host
      * reads this member only when the plugin's table reaches it and the
      * manifest declares cache.stats; a table built against ABI 1.0 ends
-     * before it (the host substitutes ILAB_UNSUPPORTED). */
+     * before it, and a 1.0 source rebuilt against this header leaves it
+     * NULL (either way the host substitutes ILAB_UNSUPPORTED). */
     ilab_status (*cache_stats)(ilab_backend_t *backend, ilab_cache_stats_t *stats);
 } ilab_backend_api_t;
 

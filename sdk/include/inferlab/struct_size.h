@@ -24,6 +24,35 @@
 extern "C" {
 #endif
 
+/* Frozen sizes: sizeof of every size-prefixed struct as each minor defined
+ * it, on LP64 targets (the ones sdk/abi/ records). Use these, never sizeof,
+ * wherever a rule means "ABI 1.0's" (the smallest struct_size to accept, the
+ * shortest table to load): sizeof is the size of the header at hand and
+ * grows when a minor appends a member, so a check written with sizeof would
+ * refuse every struct written against an older header. They never change;
+ * a new minor adds its own line. tests/abi checks every value against the
+ * committed layout records (abi.frozen_sizes), and tests/abi_compat checks
+ * the 1.0 values against the ABI 1.0 headers themselves. */
+#if defined(__LP64__) || defined(_LP64)
+#define ILAB_PLUGIN_ENTRY_SIZE_1_0 48u
+#define ILAB_PLUGIN_ENTRY_SIZE_1_1 48u
+#define ILAB_HOST_SIZE_1_0 40u
+#define ILAB_HOST_SIZE_1_1 40u
+#define ILAB_MODEL_INFO_SIZE_1_0 164u
+#define ILAB_MODEL_INFO_SIZE_1_1 164u
+#define ILAB_BATCH_ITEM_SIZE_1_0 40u
+#define ILAB_BATCH_ITEM_SIZE_1_1 40u
+#define ILAB_BACKEND_API_SIZE_1_0 136u /* ends after cancel */
+#define ILAB_BACKEND_API_SIZE_1_1 144u /* ends after cache_stats */
+#define ILAB_CACHE_STATS_SIZE_1_1 24u  /* new in 1.1 */
+#define ILAB_SAMPLING_SIZE_1_0 40u
+#define ILAB_SAMPLING_SIZE_1_1 40u
+#define ILAB_GENERATE_REQUEST_SIZE_1_0 88u
+#define ILAB_GENERATE_REQUEST_SIZE_1_1 88u
+#define ILAB_EVENT_SIZE_1_0 88u
+#define ILAB_EVENT_SIZE_1_1 88u
+#endif
+
 /* Nonzero when `ptr` (a pointer to a size-prefixed struct of `type`) was
  * written with room for `member`. */
 #define ILAB_STRUCT_HAS(type, ptr, member) \
