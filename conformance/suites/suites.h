@@ -114,4 +114,30 @@ conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
 
+
+/* the validation layer's verdicts (validation.c) */
+conf_result conf_val_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_abi7(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_abi9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok3(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok7(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok8(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch5(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch10(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str3(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str5(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err5(conf_env *env, char *msg, size_t cap);
+
 #endif

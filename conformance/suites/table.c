@@ -136,6 +136,31 @@ static const conf_test tests[] = {
     T("threads.THR-1.stress_sequences", "THR-1", CONF_NEED_INSTANCE, conf_thr1_stress),
     T("threads.THR-2.stress_shared_calls", "THR-2", CONF_NEED_INSTANCE, conf_thr2_stress),
 
+    /* the validation layer's verdicts over every call above (validation.c) */
+    T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
+    T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),
+    T("validation.ABI-9.every_call", "ABI-9", CONF_NEED_PLUGIN, conf_val_abi9),
+    T("validation.TOK-3.every_call", "TOK-3", CONF_NEED_PLUGIN, conf_val_tok3),
+    T("validation.TOK-6.every_call", "TOK-6", CONF_NEED_PLUGIN, conf_val_tok6),
+    T("validation.TOK-7.every_call", "TOK-7", CONF_NEED_PLUGIN, conf_val_tok7),
+    T("validation.TOK-8.every_call", "TOK-8", CONF_NEED_PLUGIN, conf_val_tok8),
+    T("validation.TOK-9.every_call", "TOK-9", CONF_NEED_PLUGIN, conf_val_tok9),
+    T("validation.LOG-1.every_call", "LOG-1", CONF_NEED_PLUGIN, conf_val_log1),
+    T("validation.LOG-4.every_call", "LOG-4", CONF_NEED_PLUGIN, conf_val_log4),
+    T("validation.LOG-6.every_call", "LOG-6", CONF_NEED_PLUGIN, conf_val_log6),
+    T("validation.CCH-4.every_call", "CCH-4", CONF_NEED_PLUGIN, conf_val_cch4),
+    T("validation.CCH-5.every_call", "CCH-5", CONF_NEED_PLUGIN, conf_val_cch5),
+    T("validation.CCH-6.every_call", "CCH-6", CONF_NEED_PLUGIN, conf_val_cch6),
+    T("validation.CCH-9.every_call", "CCH-9", CONF_NEED_PLUGIN, conf_val_cch9),
+    T("validation.CCH-10.every_call", "CCH-10", CONF_NEED_PLUGIN, conf_val_cch10),
+    T("validation.STR-1.every_call", "STR-1", CONF_NEED_PLUGIN, conf_val_str1),
+    T("validation.STR-3.every_call", "STR-3", CONF_NEED_PLUGIN, conf_val_str3),
+    T("validation.STR-5.every_call", "STR-5", CONF_NEED_PLUGIN, conf_val_str5),
+    T("validation.STR-9.every_call", "STR-9", CONF_NEED_PLUGIN, conf_val_str9),
+    T("validation.ERR-1.every_call", "ERR-1", CONF_NEED_PLUGIN, conf_val_err1),
+    T("validation.ERR-4.every_call", "ERR-4", CONF_NEED_PLUGIN, conf_val_err4),
+    T("validation.ERR-5.every_call", "ERR-5", CONF_NEED_PLUGIN, conf_val_err5),
+
     T("diff.DIF-1.same_model_agree", "DIF-1", CONF_NEED_DEFERRED, NULL),
 };
 
