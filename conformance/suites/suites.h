@@ -140,4 +140,15 @@ conf_result conf_val_err1(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_err4(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_err5(conf_env *env, char *msg, size_t cap);
 
+
+/* parameters swept over the domain table (domains_tok.c, domains_gen.c) */
+conf_result conf_dom_batch(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_top_logprobs(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_seed(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_temperature(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_top_k(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_stop_lengths(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_flags_caps(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_long_texts(conf_env *env, char *msg, size_t cap);
+
 #endif

@@ -136,6 +136,16 @@ static const conf_test tests[] = {
     T("threads.THR-1.stress_sequences", "THR-1", CONF_NEED_INSTANCE, conf_thr1_stress),
     T("threads.THR-2.stress_shared_calls", "THR-2", CONF_NEED_INSTANCE, conf_thr2_stress),
 
+    /* parameters over their domains (domains.c) */
+    T("domains.LOG-6.batch_sizes", "LOG-6", CONF_NEED_INSTANCE, conf_dom_batch),
+    T("domains.LOG-4.top_logprobs", "LOG-4", CONF_NEED_INSTANCE, conf_dom_top_logprobs),
+    T("domains.SMP-2.seed_bits", "SMP-2", CONF_NEED_INSTANCE, conf_dom_seed),
+    T("domains.SMP-5.temperature_range", "SMP-5", CONF_NEED_INSTANCE, conf_dom_temperature),
+    T("domains.SMP-5.top_k_edges", "SMP-5", CONF_NEED_INSTANCE, conf_dom_top_k),
+    T("domains.STR-6.stop_lengths", "STR-6", CONF_NEED_INSTANCE, conf_dom_stop_lengths),
+    T("domains.TOK-7.flags_and_capacities", "TOK-7", CONF_NEED_INSTANCE, conf_dom_flags_caps),
+    T("domains.TOK-2.long_texts", "TOK-2", CONF_NEED_INSTANCE, conf_dom_long_texts),
+
     /* the validation layer's verdicts over every call above (validation.c) */
     T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
     T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),

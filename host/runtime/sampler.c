@@ -239,11 +239,20 @@ static void select_candidates(ilab_sampler *s, const float *logits)
     const ilab_sampling_t *p = &s->params;
     int32_t n = s->vocab_size;
     float inv_t = 1.0f / p->temperature;
-    float max_logit = -INFINITY;
-    for (int32_t i = 0; i < n; i++)
+    float max_logit = -INFINITY, max_abs = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
         if (logits[i] > max_logit)
             max_logit = logits[i];
-    max_logit *= inv_t;
+        if (isfinite(logits[i]) && fabsf(logits[i]) > max_abs)
+            max_abs = fabsf(logits[i]);
+    }
+    /* A temperature so small (down to 1e-45) that logit / T overflows would
+     * give inf - inf = NaN below: shift by the maximum first, so the maximum
+     * scales to 0 and the rest to large negatives or -inf (the argmax, as
+     * softmax(z / T) tends to). Other temperatures keep the plain product. */
+    bool shifted = isfinite(max_logit) && (!isfinite(inv_t) || !isfinite(max_abs * inv_t));
+    float shift = max_logit;
+    max_logit = shifted ? 0.0f : max_logit * inv_t;
     /* (float exps throughout: glibc's expf is several times faster than exp;
      * sums are kept in double.) */
 
@@ -253,7 +262,7 @@ static void select_candidates(ilab_sampler *s, const float *logits)
     int32_t m = 0;
     double total = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        float l = logits[i] * inv_t;
+        float l = shifted ? (logits[i] - shift) / p->temperature : logits[i] * inv_t;
         if (l == -INFINITY)
             continue;
         s->cand[m].logit = l;
