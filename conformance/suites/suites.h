@@ -151,4 +151,11 @@ conf_result conf_dom_stop_lengths(conf_env *env, char *msg, size_t cap);
 conf_result conf_dom_flags_caps(conf_env *env, char *msg, size_t cap);
 conf_result conf_dom_long_texts(conf_env *env, char *msg, size_t cap);
 
+
+/* lifetimes and isolation (lifetimes.c) */
+conf_result conf_life_handle_cycles(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_two_instances(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_refusals(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_random_programs(conf_env *env, char *msg, size_t cap);
+
 #endif

@@ -146,6 +146,12 @@ static const conf_test tests[] = {
     T("domains.TOK-7.flags_and_capacities", "TOK-7", CONF_NEED_INSTANCE, conf_dom_flags_caps),
     T("domains.TOK-2.long_texts", "TOK-2", CONF_NEED_INSTANCE, conf_dom_long_texts),
 
+    /* instances and handles over long lives (lifetimes.c) */
+    T("lifetime.CCH-6.handles_past_2_16", "CCH-6", CONF_NEED_INSTANCE, conf_life_handle_cycles),
+    T("lifetime.ERR-4.two_instances_apart", "ERR-4", CONF_NEED_INSTANCE, conf_life_two_instances),
+    T("lifetime.CCH-8.refused_calls_leave_no_trace", "CCH-8", CONF_NEED_INSTANCE, conf_life_refusals),
+    T("lifetime.CCH-10.random_instance_programs", "CCH-10", CONF_NEED_INSTANCE, conf_life_random_programs),
+
     /* the validation layer's verdicts over every call above (validation.c) */
     T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
     T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),
