@@ -21,6 +21,11 @@
 /* The wrapped table for `real`; `real` itself when a table is already
  * wrapped (one plugin at a time: DIF-1's pair runs unwrapped). */
 const ilab_backend_api_t *conf_validate_wrap(const ilab_backend_api_t *real, const ilab_manifest *m);
+/* The plugin's own table behind `t` (t itself when it is not the wrapper). */
+const ilab_backend_api_t *conf_validate_unwrapped(const ilab_backend_api_t *t);
+/* Calls went around the layer (conf_validate_unwrapped): forget what they
+ * may have changed — each instance's message and each sequence's length. */
+void conf_validate_resync(void);
 /* The plugin is unloaded: forget its table and instances. */
 void conf_validate_unwrap(const ilab_backend_api_t *wrapped);
 /* The test now running (named in violations); NULL between tests. */

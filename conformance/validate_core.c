@@ -359,7 +359,11 @@ void val_leave(val_call *c, ilab_status st)
         if (st != ILAB_OK && !c->inst->foreign)
             check_message(c, st, alone);
     }
-    check_bleed(c->inst, c->name);
+    /* only after a failure (or a new instance): a message is set then, and
+     * reading every other instance's message on every call would
+     * serialise the threads the THR tests need overlapping */
+    if (st != ILAB_OK || !c->inst)
+        check_bleed(c->inst, c->name);
     val_unlock();
 }
 
@@ -382,6 +386,23 @@ const ilab_backend_api_t *conf_validate_wrap(const ilab_backend_api_t *real, con
     val_fill_generate(&wrapped);
     wrapped_on = true;
     return &wrapped;
+}
+
+const ilab_backend_api_t *conf_validate_unwrapped(const ilab_backend_api_t *t)
+{
+    return t == &wrapped && wrapped_on ? val_g.real : t;
+}
+
+void conf_validate_resync(void)
+{
+    val_lock();
+    for (size_t i = 0; i < sizeof val_g.inst / sizeof val_g.inst[0]; i++) {
+        val_inst *in = &val_g.inst[i];
+        in->last_ok = false;
+        for (size_t k = 0; in->seqs && k < in->seq_cap; k++)
+            in->seqs[k].length = -1;
+    }
+    val_unlock();
 }
 
 void conf_validate_unwrap(const ilab_backend_api_t *t)
