@@ -10,6 +10,8 @@
 
 #include "suites.h"
 
+void conf_engine_release(conf_env *env); /* generate.c */
+
 typedef struct resources {
     size_t heap;
     int fds, threads;
@@ -67,6 +69,9 @@ static int by_u64(const void *a, const void *b)
 conf_result conf_life_handle_cycles(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    /* the host engine's scheduler thread frees on its own time: no engine
+     * while the heap is counted (the next stream starts a new one) */
+    conf_engine_release(env);
     enum { CYCLES = 70000 }; /* past 2^16: a 16-bit generation or slot wraps */
     uint64_t *seen = malloc(CYCLES * sizeof *seen);
     CONF_CHECK(seen, "out of memory");
@@ -302,6 +307,9 @@ static bool refuse_flags(conf_env *env, ilab_seq_t s, int32_t len)
 conf_result conf_life_refusals(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    /* the host engine's scheduler thread frees on its own time: no engine
+     * while the heap is counted (the next stream starts a new one) */
+    conf_engine_release(env);
     static const struct {
         const char *name;
         refusal_fn fn;
@@ -355,6 +363,9 @@ out:
 conf_result conf_life_random_programs(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    /* the host engine's scheduler thread frees on its own time: no engine
+     * while the heap is counted (the next stream starts a new one) */
+    conf_engine_release(env);
     enum { OPS = 160, SEQS = 6 };
     uint64_t rng = env->opt->seed ^ 0x11fe;
     resources first = {0}, after = {0};
