@@ -166,7 +166,7 @@ static bool ids_in_range(const ilab_backend_t *be, const int32_t *t, size_t n, i
 }
 
 /* detokenize and token_piece share TOK-7's byte rules. */
-typedef ilab_status (*text_call)(ilab_backend_t *be, const int32_t *t, size_t n, int32_t prev,
+typedef ilab_status (*text_call_fn)(ilab_backend_t *be, const int32_t *t, size_t n, int32_t prev,
                                  char *out, size_t cap, size_t *len);
 
 static ilab_status call_detok(ilab_backend_t *be, const int32_t *t, size_t n, int32_t prev, char *out,
@@ -183,7 +183,7 @@ static ilab_status call_piece(ilab_backend_t *be, const int32_t *t, size_t n, in
     return R->token_piece(be, prev, t[0], out, cap, len);
 }
 
-static ilab_status text_out(const char *name, text_call fn, ilab_backend_t *be, const int32_t *t,
+static ilab_status text_out(const char *name, text_call_fn fn, ilab_backend_t *be, const int32_t *t,
                             size_t n, int32_t prev, char *text, size_t cap, size_t *len)
 {
     val_call c;
