@@ -9,6 +9,7 @@
 
 #include "isolation/proxy.h"
 #include "suite.h"
+#include "validate.h"
 #ifdef ILAB_CONF_HAVE_SETTINGS
 #include "config/settings.h"
 #endif
@@ -50,9 +51,10 @@ static void load(conf_env *env)
                      env->path, ilab_status_name(env->load_status));
         return;
     }
-    env->api = ilab_plugin_api(env->plugin);
     env->host = ilab_plugin_host(env->plugin);
     env->m = ilab_plugin_manifest(env->plugin);
+    /* every call any test makes goes through the validation layer */
+    env->api = conf_validate_wrap(ilab_plugin_api(env->plugin), env->m);
     const ilab_plugin_entry_t *e = ilab_plugin_entry_of(env->plugin);
     char abi[32];
     snprintf(abi, sizeof abi, "%u.%u", (unsigned)e->abi_major, (unsigned)e->abi_minor);
@@ -181,6 +183,8 @@ void conf_env_release(conf_env *env)
         ilab_config_entries_free(env->config, env->n_config);
     env->config = NULL;
     env->n_config = 0;
+    conf_validate_unwrap(env->api);
+    env->api = NULL;
     ilab_plugin_unload(env->plugin);
     env->plugin = NULL;
 }

@@ -10,6 +10,7 @@
 
 #include "runtime/engine.h"
 #include "suite.h"
+#include "validate.h"
 #include "bytes.h"
 
 /* Where a UTF-8 decoder stands after some bytes: how many continuation
@@ -273,6 +274,7 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
             cfg.prefix_cache_positions = 0;
             char err[512] = "";
             ilab_engine *e = NULL;
+            conf_validate_foreign(env->be); /* the engine calls it behind the layer */
             ilab_status st = ilab_engine_create(env->plugin, env->be, &cfg, err, sizeof err, &e);
             if (st != ILAB_OK) {
                 snprintf(msg, cap, "the host engine could not start: %s %s", ilab_status_name(st), err);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "validate.h"
 
 /* ---- results ----------------------------------------------------------- */
 
@@ -33,6 +34,8 @@ static void set_info(conf_plugin_report *p, const char *key, const char *value)
         snprintf(p->abi, sizeof p->abi, "%s", value);
     else if (strcmp(key, "digest") == 0)
         snprintf(p->digest, sizeof p->digest, "%s", value);
+    else if (strcmp(key, "violation") == 0 || strcmp(key, "validated") == 0)
+        conf_validate_note(key, value); /* inherited by the next worker */
     else if (strcmp(key, "unavailable") == 0) {
         p->unavailable = true;
         snprintf(p->unavailable_reason, sizeof p->unavailable_reason, "%s", value);
@@ -70,6 +73,8 @@ static void direct_end(void *ctx, size_t idx, conf_result r, double ms, const ch
 static void direct_info(void *ctx, const char *key, const char *value)
 {
     direct_ctx *d = ctx;
+    if (strcmp(key, "violation") == 0 || strcmp(key, "validated") == 0)
+        return; /* the layer recorded it in this process already */
     set_info(d->p, key, value);
 }
 
@@ -460,6 +465,7 @@ void conf_supervise(conf_run *run)
         double p0 = conf_now_seconds();
         if (!conf_sha256_file(p->path, p->sha256))
             p->sha256[0] = '\0';
+        conf_validate_reset();
         if (run->in_process)
             run_in_process(run, p);
         else

@@ -39,6 +39,9 @@ my $body = qr/\{(?:[^{}]|\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\})*\}/;
 
 for my $path (sort @files) {
     (my $file = $path) =~ s{^\Q$root\E/}{};
+    # Third-party code kept as its authors wrote it: the fresh sets of
+    # independently written broken plugins (conformance/broken/fresh).
+    next if $file =~ m{^conformance/broken/fresh/};
     open my $fh, '<', $path or die "$0: cannot read $path: $!\n";
     local $/;
     my $text = <$fh>;

@@ -897,6 +897,13 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
     if (r->sampling->presence_penalty != 0.0f || r->sampling->frequency_penalty != 0.0f)
         return refuse(b, r, fn, user, ILAB_UNSUPPORTED,
                       "generate: presence/frequency penalties are not implemented by this plugin");
+    const ilab_sampling_t *sp = r->sampling;
+    if (!isfinite(sp->temperature) || sp->temperature < 0.0f || sp->top_k < 0 ||
+        !(sp->top_p > 0.0f && sp->top_p <= 1.0f) || !(sp->min_p >= 0.0f && sp->min_p <= 1.0f) ||
+        !(sp->repetition_penalty > 0.0f) || !isfinite(sp->repetition_penalty))
+        return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT,
+                      "generate: temperature, top_k, top_p, min_p or repetition_penalty is outside "
+                      "its range (SMP-5)");
     if (r->n_prompt_tokens + (size_t)r->max_tokens > MAX_CONTEXT + 256)
         return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: request too long");
     if (r->top_logprobs < 0 || r->top_logprobs > atoi(CAP_TOPK)) /* SMP-7: refused, never clamped */

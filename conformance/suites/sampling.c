@@ -105,6 +105,40 @@ conf_result conf_smp2_seed(conf_env *env, char *msg, size_t cap)
     return CONF_PASS;
 }
 
+/* min_p = 1 keeps the tokens tied at the maximum probability: it equals
+ * greedy only where the maximum is unique, and draws among the tied tokens
+ * otherwise (SMP-3). Each token it gives must carry the maximum logprob of
+ * its step, which the event's top logprobs show. (Without top logprobs the
+ * caller compares with greedy, right for logits without ties.) */
+static conf_result min_p_one_at_the_maximum(conf_env *env, conf_gen_params *p, char *msg,
+                                            size_t cap)
+{
+    conf_gen g;
+    p->top_logprobs = 1;
+    conf_result r = conf_generate(env, p, &g, msg, cap);
+    p->top_logprobs = 0;
+    if (r != CONF_PASS)
+        return r;
+    if (g.status != ILAB_OK) {
+        CONF_MSG("min_p = 1: generation failed: %s: %s", ilab_status_name(g.status), g.error);
+        conf_gen_free(&g);
+        return CONF_FAIL;
+    }
+    for (size_t i = 0; i < g.n_tokens; i++) {
+        float top = g.n_top[i] ? g.top_lp[i * CONF_GEN_TOPK] : -INFINITY;
+        if (!(g.logprob[i] >= top)) {
+            CONF_MSG("min_p = 1 at temperature 1 (seed %llu): token %zu is %d with logprob %g, "
+                     "below the step's maximum %g (id %d)", (unsigned long long)p->sampling.seed,
+                     i, g.tokens[i], (double)g.logprob[i], (double)top,
+                     g.n_top[i] ? g.top_id[i * CONF_GEN_TOPK] : -1);
+            conf_gen_free(&g);
+            return CONF_FAIL;
+        }
+    }
+    conf_gen_free(&g);
+    return CONF_PASS;
+}
+
 conf_result conf_smp3_filters(conf_env *env, char *msg, size_t cap)
 {
     int32_t prompt[PROMPT], greedy[STEPS], got[STEPS];
@@ -125,6 +159,12 @@ conf_result conf_smp3_filters(conf_env *env, char *msg, size_t cap)
             p.sampling.top_p = 1e-6f;
         else
             p.sampling.min_p = 1.0f;
+        if (c == 2 && env->m->topk_max >= 1) {
+            r = min_p_one_at_the_maximum(env, &p, msg, cap);
+            if (r != CONF_PASS)
+                return r;
+            continue;
+        }
         r = tokens_of(env, &p, got, &n, msg, cap);
         if (r != CONF_PASS)
             return r;

@@ -118,4 +118,48 @@ conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
 
+
+/* the validation layer's verdicts (validation.c) */
+conf_result conf_val_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_abi7(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_abi9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok3(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok7(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok8(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_log6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch5(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch6(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_cch10(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str3(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str5(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_str9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err4(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_err5(conf_env *env, char *msg, size_t cap);
+
+
+/* parameters swept over the domain table (domains_tok.c, domains_gen.c) */
+conf_result conf_dom_batch(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_top_logprobs(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_seed(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_temperature(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_top_k(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_stop_lengths(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_flags_caps(conf_env *env, char *msg, size_t cap);
+conf_result conf_dom_long_texts(conf_env *env, char *msg, size_t cap);
+
+
+/* lifetimes and isolation (lifetimes.c) */
+conf_result conf_life_handle_cycles(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_two_instances(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_refusals(conf_env *env, char *msg, size_t cap);
+conf_result conf_life_random_programs(conf_env *env, char *msg, size_t cap);
+
 #endif

@@ -136,6 +136,47 @@ static const conf_test tests[] = {
     T("threads.THR-1.stress_sequences", "THR-1", CONF_NEED_INSTANCE, conf_thr1_stress),
     T("threads.THR-2.stress_shared_calls", "THR-2", CONF_NEED_INSTANCE, conf_thr2_stress),
 
+    /* parameters over their domains (domains.c) */
+    T("domains.LOG-6.batch_sizes", "LOG-6", CONF_NEED_INSTANCE, conf_dom_batch),
+    T("domains.LOG-4.top_logprobs", "LOG-4", CONF_NEED_INSTANCE, conf_dom_top_logprobs),
+    T("domains.SMP-2.seed_bits", "SMP-2", CONF_NEED_INSTANCE, conf_dom_seed),
+    T("domains.SMP-5.temperature_range", "SMP-5", CONF_NEED_INSTANCE, conf_dom_temperature),
+    T("domains.SMP-5.top_k_edges", "SMP-5", CONF_NEED_INSTANCE, conf_dom_top_k),
+    T("domains.STR-6.stop_lengths", "STR-6", CONF_NEED_INSTANCE, conf_dom_stop_lengths),
+    T("domains.TOK-7.flags_and_capacities", "TOK-7", CONF_NEED_INSTANCE, conf_dom_flags_caps),
+    T("domains.TOK-2.long_texts", "TOK-2", CONF_NEED_INSTANCE, conf_dom_long_texts),
+
+    /* instances and handles over long lives (lifetimes.c) */
+    T("lifetime.CCH-6.handles_past_2_16", "CCH-6", CONF_NEED_INSTANCE, conf_life_handle_cycles),
+    T("lifetime.ERR-4.two_instances_apart", "ERR-4", CONF_NEED_INSTANCE, conf_life_two_instances),
+    T("lifetime.CCH-8.refused_calls_leave_no_trace", "CCH-8", CONF_NEED_INSTANCE, conf_life_refusals),
+    T("lifetime.CCH-10.random_instance_programs", "CCH-10", CONF_NEED_INSTANCE, conf_life_random_programs),
+
+    /* the validation layer's verdicts over every call above (validation.c) */
+    T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
+    T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),
+    T("validation.ABI-9.every_call", "ABI-9", CONF_NEED_PLUGIN, conf_val_abi9),
+    T("validation.TOK-3.every_call", "TOK-3", CONF_NEED_PLUGIN, conf_val_tok3),
+    T("validation.TOK-6.every_call", "TOK-6", CONF_NEED_PLUGIN, conf_val_tok6),
+    T("validation.TOK-7.every_call", "TOK-7", CONF_NEED_PLUGIN, conf_val_tok7),
+    T("validation.TOK-8.every_call", "TOK-8", CONF_NEED_PLUGIN, conf_val_tok8),
+    T("validation.TOK-9.every_call", "TOK-9", CONF_NEED_PLUGIN, conf_val_tok9),
+    T("validation.LOG-1.every_call", "LOG-1", CONF_NEED_PLUGIN, conf_val_log1),
+    T("validation.LOG-4.every_call", "LOG-4", CONF_NEED_PLUGIN, conf_val_log4),
+    T("validation.LOG-6.every_call", "LOG-6", CONF_NEED_PLUGIN, conf_val_log6),
+    T("validation.CCH-4.every_call", "CCH-4", CONF_NEED_PLUGIN, conf_val_cch4),
+    T("validation.CCH-5.every_call", "CCH-5", CONF_NEED_PLUGIN, conf_val_cch5),
+    T("validation.CCH-6.every_call", "CCH-6", CONF_NEED_PLUGIN, conf_val_cch6),
+    T("validation.CCH-9.every_call", "CCH-9", CONF_NEED_PLUGIN, conf_val_cch9),
+    T("validation.CCH-10.every_call", "CCH-10", CONF_NEED_PLUGIN, conf_val_cch10),
+    T("validation.STR-1.every_call", "STR-1", CONF_NEED_PLUGIN, conf_val_str1),
+    T("validation.STR-3.every_call", "STR-3", CONF_NEED_PLUGIN, conf_val_str3),
+    T("validation.STR-5.every_call", "STR-5", CONF_NEED_PLUGIN, conf_val_str5),
+    T("validation.STR-9.every_call", "STR-9", CONF_NEED_PLUGIN, conf_val_str9),
+    T("validation.ERR-1.every_call", "ERR-1", CONF_NEED_PLUGIN, conf_val_err1),
+    T("validation.ERR-4.every_call", "ERR-4", CONF_NEED_PLUGIN, conf_val_err4),
+    T("validation.ERR-5.every_call", "ERR-5", CONF_NEED_PLUGIN, conf_val_err5),
+
     T("diff.DIF-1.same_model_agree", "DIF-1", CONF_NEED_DEFERRED, NULL),
 };
 

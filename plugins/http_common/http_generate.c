@@ -62,6 +62,23 @@ static ilab_status read_request(ilab_backend_t *b, const ilab_generate_request_t
                  sizeof *s);
         return ILAB_INVALID_ARGUMENT;
     }
+    /* SMP-5's ranges, checked here: the engines read some values outside
+     * them as "off" (vLLM's top_k -1) instead of refusing them */
+    const char *bad = NULL;
+    if (!isfinite(s->temperature) || s->temperature < 0.0f)
+        bad = "temperature must be finite and >= 0";
+    else if (s->top_k < 0)
+        bad = "top_k must be >= 0 (0 is off)";
+    else if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+        bad = "top_p must be in (0, 1]";
+    else if (!(s->min_p >= 0.0f && s->min_p <= 1.0f))
+        bad = "min_p must be in [0, 1]";
+    else if (!(s->repetition_penalty > 0.0f) || !isfinite(s->repetition_penalty))
+        bad = "repetition_penalty must be finite and > 0";
+    if (bad) {
+        snprintf(err, cap, "%s: generate: %s", plugin, bad);
+        return ILAB_INVALID_ARGUMENT;
+    }
     memset(&a->sampling, 0, sizeof a->sampling);
     memcpy(&a->sampling, s, s->struct_size < sizeof *s ? s->struct_size : sizeof *s);
     a->sampling.struct_size = sizeof a->sampling;

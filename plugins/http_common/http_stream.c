@@ -248,10 +248,15 @@ void http_stream_error(http_stream *st, ilab_status status, const char *message)
 /* One TOKEN event; false when the callback asked to stop. */
 static bool emit_token(http_stream *st, const pending_token *p, const char *text, size_t len)
 {
+    /* exactly the top_logprobs asked for (LOG-4): an engine asked for 0
+     * may still send the sampled token's entry */
+    uint32_t n_top = p->n_top;
+    if (st->req->top_logprobs >= 0 && n_top > (uint32_t)st->req->top_logprobs)
+        n_top = (uint32_t)st->req->top_logprobs;
     ilab_event_t ev = {.struct_size = sizeof ev, .type = ILAB_EVENT_TOKEN,
                        .request_id = st->req->request_id, .token = p->id,
                        .text = text, .text_len = len, .logprob = p->logprob,
-                       .top_logprobs = p->n_top ? p->top : NULL, .n_top_logprobs = p->n_top};
+                       .top_logprobs = n_top ? p->top : NULL, .n_top_logprobs = n_top};
     st->emitted++;
     return st->on_event(st->user_data, &ev) == 0;
 }

@@ -61,7 +61,10 @@ static ilab_generate_request_t request(const char *const *stop, size_t n_stop, i
     static ilab_sampling_t s = {.struct_size = sizeof s, .top_p = 1, .repetition_penalty = 1};
     return (ilab_generate_request_t){.struct_size = sizeof(ilab_generate_request_t), .request_id = 9,
                                      .prompt_tokens = prompt, .n_prompt_tokens = 3, .sampling = &s,
-                                     .max_tokens = max_tokens, .stop = stop, .n_stop = n_stop};
+                                     .max_tokens = max_tokens, .stop = stop, .n_stop = n_stop,
+                                     /* the fixtures carry 2 top logprobs per token; a request
+                                      * asking fewer gets fewer (LOG-4) */
+                                     .top_logprobs = 2};
 }
 
 /* Feed a fixture's `data:` lines through `proto` as the adapter does. */

@@ -2,6 +2,7 @@
  * (penalties, temperature, top-k, top-p, min-p in the contract's order,
  * SMP-5), stop strings and UTF-8 hold-back, stop token ids, cancel. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,8 +197,15 @@ static int32_t sample(sampler *sm, const float *raw)
 #ifdef BREAK_MINP_BEFORE_TEMP
     float pen_max = z[argmax(z)];
 #endif
+    /* A temperature as small as 1e-45 overflows z / T to inf, and inf - inf
+     * below is NaN: then shift by the maximum first (it scales to 0, the rest
+     * to -inf or large negatives, the argmax softmax(z / T) tends to). */
+    float zmax = z[argmax(z)], zabs = 0;
     for (int v = 0; v < TOY_VOCAB; v++)
-        z[v] /= sm->p.temperature;
+        zabs = fabsf(z[v]) > zabs ? fabsf(z[v]) : zabs;
+    bool shift = !isfinite(zabs / sm->p.temperature);
+    for (int v = 0; v < TOY_VOCAB; v++)
+        z[v] = shift ? (z[v] - zmax) / sm->p.temperature : z[v] / sm->p.temperature;
     int *order = sm->order;
     sort_ids(z, order);
     int keep = TOY_VOCAB;

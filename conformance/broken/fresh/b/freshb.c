@@ -963,11 +963,16 @@ static int32_t sample(const gen_params *p, float *z, const uint8_t *seen, const 
         return best;
     }
     cand c[VOCAB];
+    /* (z - max) / T in double: a temperature as small as 1e-45 must not
+     * overflow to inf - inf = NaN (the contract's SMP-5 since issue 23). */
+    float zmax = z[0];
+    for (int v = 1; v < VOCAB; v++)
+        zmax = z[v] > zmax ? z[v] : zmax;
     for (int v = 0; v < VOCAB; v++) {
 #ifdef BREAK_TEMP_TOPK_ONLY
         c[v].z = z[v];
 #else
-        c[v].z = z[v] / p->T;
+        c[v].z = (float)(((double)z[v] - (double)zmax) / (double)p->T);
 #endif
         c[v].id = v;
     }
