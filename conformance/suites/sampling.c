@@ -126,7 +126,10 @@ static conf_result min_p_one_at_the_maximum(conf_env *env, conf_gen_params *p, c
     }
     for (size_t i = 0; i < g.n_tokens; i++) {
         float top = g.n_top[i] ? g.top_lp[i * CONF_GEN_TOPK] : -INFINITY;
-        if (!(g.logprob[i] >= top)) {
+        /* The token's logprob and the top list's may be computed apart:
+         * equal up to rounding for tokens whose logits tie. */
+        bool is_top = g.n_top[i] && g.top_id[i * CONF_GEN_TOPK] == g.tokens[i];
+        if (!is_top && !(g.logprob[i] >= top - 1e-5f * (1.0f + fabsf(top)))) {
             CONF_MSG("min_p = 1 at temperature 1 (seed %llu): token %zu is %d with logprob %g, "
                      "below the step's maximum %g (id %d)", (unsigned long long)p->sampling.seed,
                      i, g.tokens[i], (double)g.logprob[i], (double)top,
