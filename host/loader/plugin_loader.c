@@ -453,22 +453,25 @@ bool ilab_file_id_equal(const ilab_file_id *a, const ilab_file_id *b)
            a->mtime_ns == b->mtime_ns;
 }
 
-ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
-                                   ilab_plugin **out)
+/* Open `path` for reading: its descriptor and what it is. */
+static ilab_status open_plugin_file(const char *path, char *err, size_t err_cap, int *fd,
+                                    struct stat *st)
 {
-    if (err && err_cap)
-        err[0] = '\0';
-    if (!path || !out)
-        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
-                      "no plugin path or out-parameter");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st)) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0 || fstat(*fd, st)) {
         int e = errno;
-        if (fd >= 0)
-            close(fd);
+        if (*fd >= 0)
+            close(*fd);
         return refuse(err, err_cap, ILAB_IO, path, "cannot open: %s", strerror(e));
     }
+    return ILAB_OK;
+}
+
+/* Load the library that descriptor `fd` holds (through its /proc/self/fd
+ * name) as the plugin `path`; the plugin keeps `fd`, closed on failure. */
+static ilab_status load_fd(const char *path, int fd, const struct stat *st, char *err,
+                           size_t err_cap, ilab_plugin **out)
+{
     char alias[64];
     snprintf(alias, sizeof alias, "/proc/self/fd/%d", fd);
     ilab_status s = load_as(path, alias, err, err_cap, out);
@@ -477,8 +480,22 @@ ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
         return s;
     }
     (*out)->fd = fd;
-    file_id_from_stat(&st, &(*out)->file);
+    file_id_from_stat(st, &(*out)->file);
     return ILAB_OK;
+}
+
+ilab_status ilab_plugin_load_fresh(const char *path, char *err, size_t err_cap,
+                                   ilab_plugin **out)
+{
+    if (err && err_cap)
+        err[0] = '\0';
+    if (!path || !out)
+        return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
+                      "no plugin path or out-parameter");
+    int fd;
+    struct stat st;
+    ilab_status s = open_plugin_file(path, err, err_cap, &fd, &st);
+    return s != ILAB_OK ? s : load_fd(path, fd, &st, err, err_cap, out);
 }
 
 /* A private copy: the bytes of `path` now, in an anonymous memory file, so
@@ -492,14 +509,11 @@ ilab_status ilab_plugin_load_private(const char *path, char *err, size_t err_cap
     if (!path || !out)
         return refuse(err, err_cap, ILAB_INVALID_ARGUMENT, path ? path : "(null)",
                       "no plugin path or out-parameter");
-    int src = open(path, O_RDONLY | O_CLOEXEC);
+    int src;
     struct stat st;
-    if (src < 0 || fstat(src, &st)) {
-        int e = errno;
-        if (src >= 0)
-            close(src);
-        return refuse(err, err_cap, ILAB_IO, path, "cannot open: %s", strerror(e));
-    }
+    ilab_status s = open_plugin_file(path, err, err_cap, &src, &st);
+    if (s != ILAB_OK)
+        return s;
     int fd = memfd_create("inferlab-plugin", MFD_CLOEXEC);
     off_t copied = 0;
     while (fd >= 0 && copied < st.st_size) {
@@ -517,16 +531,7 @@ ilab_status ilab_plugin_load_private(const char *path, char *err, size_t err_cap
                       copied != st.st_size && fd >= 0 ? "the file changed size while copied"
                                                       : strerror(e));
     }
-    char alias[64];
-    snprintf(alias, sizeof alias, "/proc/self/fd/%d", fd);
-    ilab_status s = load_as(path, alias, err, err_cap, out);
-    if (s != ILAB_OK) {
-        close(fd);
-        return s;
-    }
-    (*out)->fd = fd;
-    file_id_from_stat(&st, &(*out)->file);
-    return ILAB_OK;
+    return load_fd(path, fd, &st, err, err_cap, out);
 }
 
 ilab_status ilab_plugin_remote(const char *path, const ilab_plugin_entry_t *entry,
