@@ -675,7 +675,7 @@ static void every_temperature_is_greedy_or_a_proper_sample(void **state)
                 counts[tok]++;
             }
             if (!greedy && t >= 1.0) {
-                int df;
+                int df = 0;
                 double stat = chi2_stat(counts, 400, base_logits, temps[ti], NULL, &df);
                 if (chi2_pvalue(stat, df) < 1e-4)
                     fail_msg("%s: draws do not follow softmax(l / T)", what);
