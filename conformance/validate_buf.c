@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+
 #include "validate_internal.h"
 
 #define POOL_MIN ((size_t)64 << 10) /* smaller shadows use malloc */
@@ -53,6 +54,7 @@ static pool *my_pool(void)
         void *m = mmap(NULL, sizeof *pl, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
+        VAL_UNPOISON(m, sizeof *pl);
         pl = m; /* mmap'ed pages are zero: every slot empty */
         pthread_setspecific(pool_key, pl);
     }
@@ -78,6 +80,7 @@ static unsigned char *pool_take(size_t n)
                 s->mem = NULL;
                 return NULL;
             }
+            VAL_UNPOISON(s->mem, n);
             s->cap = n;
         }
         s->busy = true;

@@ -186,6 +186,7 @@ static bool seq_grow(val_inst *in)
     val_seq *s = mmap(NULL, cap * sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (s == MAP_FAILED)
         return false;
+    VAL_UNPOISON(s, cap * sizeof *s);
     for (size_t i = 0; i < in->seq_cap; i++) {
         if (!in->seqs[i].handle)
             continue;

@@ -98,4 +98,21 @@ void val_fill_life(ilab_backend_api_t *t);     /* validate_life.c */
 void val_fill_seq(ilab_backend_api_t *t);      /* validate_seq.c */
 void val_fill_generate(ilab_backend_api_t *t); /* validate_gen.c */
 
+/* Memory the layer maps may lie where the sanitizer's allocator had memory it
+ * poisoned and later returned: its shadow must be cleared, or every read
+ * is reported as a wild access. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VAL_HAS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VAL_HAS_ASAN 1
+#endif
+#endif
+#ifdef VAL_HAS_ASAN
+#include <sanitizer/asan_interface.h>
+#define VAL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define VAL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #endif
