@@ -91,6 +91,9 @@ static unsigned char *pool_take(size_t n)
 
 static bool pool_give(unsigned char *m)
 {
+    /* The key exists only once a pool was made: before that, key 0 may be
+     * another library's (the sanitizer runtime's), not an empty pool. */
+    pthread_once(&pool_once, pool_init);
     pool *pl = pthread_getspecific(pool_key);
     for (int i = 0; pl && i < POOL_SLOTS; i++)
         if (pl->slot[i].mem == m && pl->slot[i].busy) {
