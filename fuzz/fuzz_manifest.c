@@ -148,12 +148,11 @@ static bool table_satisfies(const ilab_manifest *m, const ilab_backend_api_t *t)
     for (size_t i = 0; i < n; i++)
         if (member_offset((size_t)member_index(need[i])) + sizeof(void *) > t->struct_size)
             return false;
-    /* No member within struct_size may be NULL, needed or not. */
-    for (size_t i = 0; i < N_MEMBERS; i++) {
+    /* Every needed member is set; any other may be NULL, and the host shims
+     * it (ADR 0022). */
+    for (size_t i = 0; i < n; i++) {
         void *p;
-        if (member_offset(i) + sizeof(void *) > t->struct_size)
-            break;
-        memcpy(&p, (const char *)t + member_offset(i), sizeof p);
+        memcpy(&p, (const char *)t + member_offset((size_t)member_index(need[i])), sizeof p);
         if (!p)
             return false;
     }
