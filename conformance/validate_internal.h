@@ -98,9 +98,11 @@ void val_fill_life(ilab_backend_api_t *t);     /* validate_life.c */
 void val_fill_seq(ilab_backend_api_t *t);      /* validate_seq.c */
 void val_fill_generate(ilab_backend_api_t *t); /* validate_gen.c */
 
-/* Memory the layer maps may lie where the sanitizer's allocator had memory it
- * poisoned and later returned: its shadow must be cleared, or every read
- * is reported as a wild access. */
+/* Memory the layer maps itself (not through malloc) may lie where the
+ * sanitizer's allocator once had memory it poisoned: its shadow is cleared
+ * so that reads of it are never taken for wild accesses. A precaution: the
+ * wild reads CI saw came from reading a thread key before it existed
+ * (validate_buf.c). */
 #if defined(__SANITIZE_ADDRESS__)
 #define VAL_HAS_ASAN 1
 #elif defined(__has_feature)
