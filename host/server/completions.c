@@ -25,7 +25,8 @@
 /* Per choice: what has been said so far. */
 typedef struct choice_state {
     bool saw_text;          /* a non-empty delta went out (leading-space trim) */
-    size_t text_offset;     /* bytes of completion text so far (logprobs text_offset) */
+    size_t text_offset;     /* where the next token's text starts (logprobs text_offset) */
+    bool had_token;         /* text_offset has counted a token */
     char *text;             /* non-streaming: the accumulated text */
     size_t text_len, text_cap;
     ilab_logprobs_acc lps;  /* non-streaming, with logprobs */
@@ -77,12 +78,17 @@ static void on_engine_done(void *ctx, const ilab_event_t *ev)
     pthread_mutex_lock(&s->stats_mu);
     s->inflight--;
     k->inflight--;
+    /* An error event ends its request as reason "error", as the engine's
+     * own counters count it (inferlab:request_success_total). */
+    ilab_finish_reason reason = ev->type == ILAB_EVENT_ERROR ? ILAB_FINISH_ERROR
+                                                             : ev->finish_reason;
     if (ev->type == ILAB_EVENT_ERROR) {
         s->errors++;
         k->errors++;
-    } else if (ev->finish_reason >= ILAB_FINISH_STOP && ev->finish_reason <= ILAB_FINISH_ERROR) {
-        s->finished_by_reason[ev->finish_reason]++;
-        k->finished_by_reason[ev->finish_reason]++;
+    }
+    if (reason >= ILAB_FINISH_STOP && reason <= ILAB_FINISH_ERROR) {
+        s->finished_by_reason[reason]++;
+        k->finished_by_reason[reason]++;
         k->prompt_tokens += ev->prompt_tokens;
         k->generation_tokens += ev->completion_tokens;
     }
@@ -198,6 +204,26 @@ static void delta_text(ilab_generation *g, const ilab_pending_event *ev, const c
     }
     if (*len > 0)
         c->saw_text = true;
+}
+
+/* Move text_offset past the token of `ev`: its piece's bytes, whether or not
+ * its text was released yet (a stop string's prefix is held back), less
+ * what the start of the text dropped of the first token (the tokenizer's
+ * dummy-prefix space, or the trimmed leading space). `released`: the text
+ * this event released (`n` bytes at `released`), after the trim. */
+static void advance_offset(ilab_generation *g, choice_state *c, const ilab_pending_event *ev,
+                           const char *released, size_t n)
+{
+    const ilab_token_text *tt = &g->v->vocab;
+    if (ev->token < 0 || ev->token >= tt->n)
+        return;
+    size_t len = tt->lens[ev->token];
+    if (!c->had_token && len > 0 && tt->pieces[ev->token][0] == ' ') {
+        bool dropped = n > 0 ? released[0] != ' ' : g->trim_leading_space;
+        len -= dropped;
+    }
+    c->text_offset += len;
+    c->had_token = true;
 }
 
 static json_t *event_logprobs(ilab_generation *g, const ilab_pending_event *ev)
@@ -459,7 +485,8 @@ static void whole_take(ilab_generation *g, ilab_pending_event *ev)
         if (ev->type == ILAB_EVENT_TOKEN && c->token_ids)
             json_array_append_new(c->token_ids, json_integer(ev->token));
         text_append(c, t, n);
-        c->text_offset += n;
+        if (ev->type == ILAB_EVENT_TOKEN)
+            advance_offset(g, c, ev, t, n);
         if (ev->type == ILAB_EVENT_FINISH) {
             c->finish = ev->finish_reason;
             c->completion_tokens = ev->completion_tokens;
@@ -606,7 +633,7 @@ static bool format_event(ilab_generation *g, ilab_pending_event *ev)
                                                                 g->include_usage),
                                              ev->token));
         }
-        c->text_offset += n;
+        advance_offset(g, c, ev, t, n);
     } else if (ev->type == ILAB_EVENT_FINISH) {
         /* The held-back tail (if any) rides on the finish chunk. */
         const char *t;
@@ -616,7 +643,6 @@ static bool format_event(ilab_generation *g, ilab_pending_event *ev)
                                                             n ? ilab_json_text(t, n) : NULL, NULL,
                                                             ev->finish_reason, g->include_usage),
                                          -1));
-        c->text_offset += n;
         c->completion_tokens = ev->completion_tokens;
         g->prompt_tokens = ev->prompt_tokens;
     } else {

@@ -118,11 +118,6 @@ static void backend_metrics(ilab_server *s, FILE *f)
 {
     ilab_backend_view *views = NULL;
     size_t n = ilab_backend_views(s, &views);
-    metric_header(f, "inferlab_backend_up", "gauge",
-                  "1 while the backend serves, 0 when it does not.");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "inferlab_backend_up{backend=\"%s\"} %d\n", views[i].slot->name,
-                views[i].v != NULL);
     metric_header(f, "inferlab_backend_info", "gauge",
                   "The version serving each backend (value 1).");
     for (size_t i = 0; i < n; i++)

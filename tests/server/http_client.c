@@ -163,7 +163,11 @@ bool http_call_ex(const test_server *s, const char *method, const char *path, co
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     CURLcode rc = curl_easy_perform(c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(c);
@@ -180,7 +184,8 @@ bool http_call_ex(const test_server *s, const char *method, const char *path, co
             rc_note_failure("response", path, body, why);
             return false;
         }
-        if (!rc_check_metrics(s, headers, &checked, why, sizeof why)) {
+        if (!rc_check_metrics(s, headers, (double)t0.tv_sec + (double)t0.tv_nsec / 1e9, wall_s,
+                              &checked, why, sizeof why)) {
             rc_note_failure("metrics", path, body, why);
             return false;
         }

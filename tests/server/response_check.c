@@ -1,6 +1,8 @@
 /* The response invariants of response_check.h. */
 #include "response_check.h"
 
+#include <inferlab/generate.h>
+
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,7 +14,7 @@
 
 #define MAX_CHOICES 16
 
-static unsigned failures, replies_checked, metrics_checked;
+static unsigned failures, replies_checked, metrics_checked, ledgers_checked;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 unsigned rc_failures(void)
@@ -29,6 +31,14 @@ void rc_counts(unsigned *replies, unsigned *metrics)
     *replies = replies_checked;
     *metrics = metrics_checked;
     pthread_mutex_unlock(&mu);
+}
+
+unsigned rc_ledgers_checked(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned n = ledgers_checked;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 void rc_note_failure(const char *what, const char *path, const char *request_body,
@@ -149,6 +159,11 @@ typedef struct choice {
     long ids;         /* token ids; -1 when none */
     int finishes;
     char finish[32];
+    /* Legacy completions' logprobs: each token's text and its text_offset,
+     * in order over every chunk, checked against the text once whole. */
+    size_t n_off;
+    long *off;
+    char **tok;
 } choice;
 
 typedef struct answer {
@@ -159,10 +174,83 @@ typedef struct answer {
     bool stream_error; /* an error event inside a 200 stream */
 } answer;
 
+/* What the last 200 checked on this thread said, for the /metrics ledger
+ * (rc_check_metrics runs on the same thread right after). */
+typedef struct reply_facts {
+    bool valid;
+    long n;                /* choices */
+    long prompt_tokens;    /* usage */
+    long completion_tokens;
+    long by_reason[ILAB_FINISH_ERROR + 1]; /* choices per finish reason */
+} reply_facts;
+static __thread reply_facts last_facts;
+
+static void note_facts(const asked *a, const answer *ans)
+{
+    if (ans->stream_error || !ans->has_usage)
+        return;
+    reply_facts f = {.valid = true, .n = a->n, .prompt_tokens = ans->prompt_tokens,
+                     .completion_tokens = ans->completion_tokens};
+    for (long i = 0; i < a->n; i++) {
+        int r = ILAB_FINISH_STOP;
+        while (r <= ILAB_FINISH_ERROR && strcmp(ans->ch[i].finish, ilab_finish_reason_name(r)))
+            r++;
+        if (r > ILAB_FINISH_ERROR)
+            return; /* a reason the engine has no counter for */
+        f.by_reason[r]++;
+    }
+    last_facts = f;
+}
+
 static void answer_free(answer *a)
 {
-    for (size_t i = 0; i < MAX_CHOICES; i++)
+    for (size_t i = 0; i < MAX_CHOICES; i++) {
         free(a->ch[i].text);
+        for (size_t k = 0; k < a->ch[i].n_off; k++)
+            free(a->ch[i].tok[k]);
+        free(a->ch[i].off);
+        free(a->ch[i].tok);
+    }
+}
+
+/* Record the (token, text_offset) pairs of one legacy logprobs object. */
+static void take_offsets(choice *c, json_t *tokens, json_t *offsets)
+{
+    size_t n = json_array_size(tokens);
+    long *off = realloc(c->off, (c->n_off + n) * sizeof *off);
+    char **tok = realloc(c->tok, (c->n_off + n) * sizeof *tok);
+    if (!off || !tok)
+        abort();
+    c->off = off;
+    c->tok = tok;
+    for (size_t k = 0; k < n; k++) {
+        json_t *t = json_array_get(tokens, k), *o = json_array_get(offsets, k);
+        c->off[c->n_off] = json_is_integer(o) ? (long)json_integer_value(o) : -1;
+        c->tok[c->n_off++] = strdup(json_is_string(t) ? json_string_value(t) : "");
+    }
+}
+
+/* text_offset is where each token's text starts in the choice's text: the
+ * offsets never go back, and a token whose text lies within the text is
+ * found there (a stop string may cut the text short of the last tokens). */
+static bool check_offsets(size_t i, const choice *c, char *why, size_t cap)
+{
+    long prev = 0;
+    for (size_t k = 0; k < c->n_off; k++) {
+        long o = c->off[k];
+        size_t len = strlen(c->tok[k]);
+        if (o < prev || o > (long)c->len)
+            return fail(why, cap, "choice %zu: text_offset[%zu] is %ld (the one before %ld, "
+                        "the text %zu bytes)", i, k, o, prev, c->len);
+        const char *t = c->tok[k];
+        if (k == 0 && t[0] == ' ' && (c->len == 0 || c->text[0] != ' '))
+            t++, len--; /* the start of the text drops the first token's space */
+        if (len && (size_t)o + len <= c->len && memcmp(c->text + o, t, len))
+            return fail(why, cap, "choice %zu: token %zu ('%s') is not at its text_offset %ld "
+                        "of the text", i, k, c->tok[k], o);
+        prev = o;
+    }
+    return true;
 }
 
 static void add_text(choice *c, const char *t, size_t n)
@@ -217,6 +305,7 @@ static bool take_choice(const asked *a, json_t *cj, answer *ans, char *why, size
                     return fail(why, cap, "choice %zu: logprobs.%s has %zu entries, tokens %zu",
                                 i, same[k], json_array_size(json_object_get(lp, same[k])),
                                 json_array_size(arr));
+            take_offsets(c, arr, json_object_get(lp, "text_offset"));
         }
         add_count(&c->lp_entries, (long)json_array_size(arr));
     }
@@ -356,6 +445,8 @@ static bool check_answer(const asked *a, const answer *ans, char *why, size_t ca
         const choice *c = &ans->ch[i];
         if (c->finishes != 1)
             return fail(why, cap, "choice %ld has %d finish_reasons", i, c->finishes);
+        if (!check_offsets((size_t)i, c, why, cap))
+            return false;
         if (a->logprobs && a->token_ids && c->ids >= 0 && c->ids != c->lp_entries)
             return fail(why, cap, "choice %ld: %ld token ids, %ld logprobs entries", i, c->ids,
                         c->lp_entries);
@@ -399,6 +490,7 @@ bool rc_check_reply(const char *path, const char *request_body, const http_reply
     pthread_mutex_lock(&mu);
     replies_checked++;
     pthread_mutex_unlock(&mu);
+    last_facts.valid = false;
     if (r->status != 200) {
         json_error_t e;
         json_t *j = json_loads(r->body ? r->body : "", 0, &e);
@@ -417,6 +509,8 @@ bool rc_check_reply(const char *path, const char *request_body, const http_reply
         return fail(why, cap, "a 200 to a request that is no valid request object");
     answer ans;
     bool ok = parse_answer(&a, r->body, &ans, why, cap) && check_answer(&a, &ans, why, cap);
+    if (ok)
+        note_facts(&a, &ans);
     answer_free(&ans);
     return ok;
 }
@@ -495,6 +589,7 @@ typedef struct series {
 typedef struct snapshot {
     int port;
     int pid;
+    double read_by; /* monotonic seconds when its reply had arrived */
     series *s;
     size_t n;
 } snapshot;
@@ -605,8 +700,146 @@ static bool check_histograms(const series *s, size_t n, double uptime, char *why
     return true;
 }
 
-bool rc_check_metrics(const test_server *s, const char *const *headers, bool *checked,
-                      char *why, size_t cap)
+/* Every series once: a family printed twice is not valid exposition text. */
+static bool check_unique(const series *s, size_t n, char *why, size_t cap)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (!strcmp(s[i].name, s[j].name))
+                return fail(why, cap, "/metrics has the series %s twice", s[i].name);
+    return true;
+}
+
+/* The sum over every series of family `base` whose labels contain `label`
+ * (NULL: all of them); NAN when there is none. */
+static double sum_family(const series *s, size_t n, const char *base, const char *label)
+{
+    double sum = NAN;
+    size_t len = strlen(base);
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(s[i].name, base, len) || (s[i].name[len] != '{' && s[i].name[len]))
+            continue;
+        if (label && !strstr(s[i].name + len, label))
+            continue;
+        sum = isnan(sum) ? s[i].value : sum + s[i].value;
+    }
+    return sum;
+}
+
+static bool same_figure(const char *what, double a, const char *a_name, double b,
+                        const char *b_name, char *why, size_t cap)
+{
+    if (isnan(a) || isnan(b) || a == b)
+        return true;
+    return fail(why, cap, "%s: %s is %g but %s is %g", what, a_name, a, b_name, b);
+}
+
+/* The same facts counted in several places agree once nothing is in
+ * flight: the HTTP layer's and the engine's finish reasons, and the
+ * per-backend series against the process-wide ones (while no backend was
+ * replaced or restarted, which starts its series again). */
+static bool check_cross(const series *s, size_t n, char *why, size_t cap)
+{
+    if (get(s, n, "inferlab_http_inflight_requests") != 0 ||
+        get(s, n, "inferlab:num_requests_running") != 0 ||
+        get(s, n, "inferlab:num_requests_waiting") != 0)
+        return true;
+    for (int r = ILAB_FINISH_STOP; r <= ILAB_FINISH_ERROR; r++) {
+        char http[96], engine[96];
+        const char *name = ilab_finish_reason_name(r);
+        snprintf(http, sizeof http, "inferlab_http_finished_total{reason=\"%s\"}", name);
+        snprintf(engine, sizeof engine, "inferlab:request_success_total{finished_reason=\"%s\"}",
+                 name);
+        if (!same_figure(name, get(s, n, http), http, get(s, n, engine), engine, why, cap))
+            return false;
+    }
+    if (sum_family(s, n, "inferlab_backend_reloads_total", "result=\"ok\"") > 0 ||
+        sum_family(s, n, "inferlab_backend_restarts_total", NULL) > 0)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(s[i].name, "inferlab_backend_up{", 20) && s[i].value != 1)
+            return true; /* a backend that is down shows no engine series */
+    for (int r = ILAB_FINISH_STOP; r <= ILAB_FINISH_ERROR; r++) {
+        char http[96], label[48];
+        snprintf(http, sizeof http, "inferlab_http_finished_total{reason=\"%s\"}",
+                 ilab_finish_reason_name(r));
+        snprintf(label, sizeof label, "reason=\"%s\"", ilab_finish_reason_name(r));
+        if (!same_figure(ilab_finish_reason_name(r),
+                         sum_family(s, n, "inferlab_backend_finished_total", label),
+                         "the backends' inferlab_backend_finished_total", get(s, n, http), http,
+                         why, cap))
+            return false;
+    }
+    static const char *const pairs[][2] = {
+        {"inferlab_backend_prompt_tokens_total", "inferlab:prompt_tokens_total"},
+        {"inferlab_backend_generation_tokens_total", "inferlab:generation_tokens_total"},
+        {"inferlab_backend_preemptions_total", "inferlab:num_preemptions_total"},
+        {"inferlab_backend_prefix_cache_hits_total", "inferlab:prefix_cache_hits_total"},
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
+        if (!same_figure("summed over backends", sum_family(s, n, pairs[k][0], NULL),
+                         pairs[k][0], get(s, n, pairs[k][1]), pairs[k][1], why, cap))
+            return false;
+    return true;
+}
+
+static double delta(const series *prev, size_t pn, const series *cur, size_t n,
+                    const char *name)
+{
+    return get(cur, n, name) - get(prev, pn, name);
+}
+
+/* When the requests that ended since the last snapshot are exactly this
+ * reply's choices, the counters moved by what the reply says: its tokens,
+ * its finish reasons, and latencies no longer than the client waited. */
+static bool check_ledger(const snapshot *prev, const series *cur, size_t n, double sent_at,
+                         double wall_s, char *why, size_t cap)
+{
+    reply_facts f = last_facts;
+    last_facts.valid = false;
+    /* The last snapshot must predate the request (another thread's may have
+     * been read after this reply ended). */
+    const series *ps = prev->s;
+    size_t pn = prev->n;
+    if (!f.valid || wall_s < 0 || prev->read_by > sent_at ||
+        get(cur, n, "inferlab_http_inflight_requests") != 0 ||
+        get(cur, n, "inferlab:num_requests_running") != 0 ||
+        get(cur, n, "inferlab:num_requests_waiting") != 0 ||
+        delta(ps, pn, cur, n, "inferlab:e2e_request_latency_seconds_count") != (double)f.n)
+        return true;
+    double gen = delta(ps, pn, cur, n, "inferlab:generation_tokens_total");
+    if (gen != (double)f.completion_tokens)
+        return fail(why, cap, "inferlab:generation_tokens_total grew by %g for a reply of %ld "
+                    "completion tokens", gen, f.completion_tokens);
+    for (int r = ILAB_FINISH_STOP; r <= ILAB_FINISH_ERROR; r++) {
+        char name[96];
+        snprintf(name, sizeof name, "inferlab:request_success_total{finished_reason=\"%s\"}",
+                 ilab_finish_reason_name(r));
+        double d = delta(ps, pn, cur, n, name);
+        if (d != (double)f.by_reason[r])
+            return fail(why, cap, "%s grew by %g for a reply with %ld such choice(s)", name, d,
+                        f.by_reason[r]);
+    }
+    if (delta(ps, pn, cur, n, "inferlab:num_preemptions_total") == 0) {
+        double p = delta(ps, pn, cur, n, "inferlab:prompt_tokens_total");
+        if (p != (double)(f.n * f.prompt_tokens))
+            return fail(why, cap, "inferlab:prompt_tokens_total grew by %g for %ld choice(s) of "
+                        "a %ld-token prompt", p, f.n, f.prompt_tokens);
+    }
+    ledgers_checked++; /* mu is held (rc_check_metrics) */
+    static const char *const spans[] = {"inferlab:e2e_request_latency_seconds_sum",
+                                        "inferlab:time_to_first_token_seconds_sum"};
+    for (size_t k = 0; k < 2; k++) {
+        double d = delta(ps, pn, cur, n, spans[k]);
+        if (d > (double)f.n * wall_s * 1.001 + 1e-3)
+            return fail(why, cap, "%s grew by %g s for %ld request(s) the client waited %.4f s "
+                        "for", spans[k], d, f.n, wall_s);
+    }
+    return true;
+}
+
+bool rc_check_metrics(const test_server *s, const char *const *headers, double sent_at,
+                      double wall_s, bool *checked, char *why, size_t cap)
 {
     *checked = false;
     pthread_mutex_lock(&mu); /* one snapshot at a time: each is compared with the last */
@@ -626,11 +859,16 @@ bool rc_check_metrics(const test_server *s, const char *const *headers, bool *ch
     }
     *checked = true;
     metrics_checked++;
-    ok = check_histograms(cur, n, uptime, why, cap);
+    ok = check_unique(cur, n, why, cap) && check_histograms(cur, n, uptime, why, cap) &&
+         check_cross(cur, n, why, cap);
     snapshot *prev = NULL;
     for (size_t i = 0; i < sizeof last / sizeof last[0] && !prev; i++)
         if (last[i].port == s->port && last[i].pid == (int)s->pid)
             prev = &last[i];
+    if (ok && prev)
+        ok = check_ledger(prev, cur, n, sent_at, wall_s, why, cap);
+    else
+        last_facts.valid = false;
     for (size_t i = 0; ok && prev && i < n; i++) {
         if (!is_monotonic(cur[i].name))
             continue;
@@ -648,6 +886,7 @@ bool rc_check_metrics(const test_server *s, const char *const *headers, bool *ch
     prev->pid = (int)s->pid;
     prev->s = cur;
     prev->n = n;
+    prev->read_by = now_s();
     cur = NULL;
 out:
     free(cur);

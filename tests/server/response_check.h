@@ -14,11 +14,19 @@
  *    max_completion_tokens when given, which wins); one logprobs entry per
  *    token, none when not asked; streamed the same, with a grammar of
  *    "data: <json>\n\n" events ending in [DONE];
- *  - /metrics after the response (rc_check_metrics): counters never go
- *    down, histograms are cumulative with +Inf = count, every latency sum
- *    is in seconds (no request lasted longer than the server has been up),
- *    and with nothing in flight the time to first token sums to at most the
- *    end-to-end latency.
+ *  - /metrics after the response (rc_check_metrics): each series once,
+ *    counters never go down, histograms are cumulative with +Inf = count,
+ *    every latency sum is in seconds (no request lasted longer than the
+ *    server has been up), and with nothing in flight the time to first
+ *    token sums to at most the end-to-end latency, the HTTP layer's finish
+ *    reasons equal the engine's, and the per-backend series add up to the
+ *    process-wide ones; when the requests that ended since the last
+ *    snapshot (read before the request was sent at `sent_at`, monotonic
+ *    seconds) are exactly the reply's choices (wall_s: how long the client
+ *    waited for it), the token and finish-reason counters grew by what the
+ *    reply says and the latency sums by no more than the client waited;
+ *  - legacy completions' logprobs: each token's text is at its
+ *    text_offset in the choice's text.
  *
  * rc_check_twin sends the same request streamed if it was not (and not if
  * it was) and checks that text, tokens and finish reasons agree. */
@@ -42,8 +50,8 @@ bool rc_check_reply(const char *path, const char *request_body, const http_reply
  * against the previous snapshot of the same server process. A /metrics
  * that cannot be read (a key it lacks, a server already gone) is not
  * checked: returns true with `*checked` false. */
-bool rc_check_metrics(const test_server *s, const char *const *headers, bool *checked,
-                      char *why, size_t cap);
+bool rc_check_metrics(const test_server *s, const char *const *headers, double sent_at,
+                      double wall_s, bool *checked, char *why, size_t cap);
 
 /* Send the request's twin (stream toggled) and compare with `r`. */
 bool rc_check_twin(const test_server *s, const char *path, const char *request_body,
@@ -58,6 +66,9 @@ bool rc_error_type_allowed(long status, const char *type);
 unsigned rc_failures(void);
 /* How many replies, and /metrics snapshots, were checked so far. */
 void rc_counts(unsigned *replies, unsigned *metrics);
+/* How many replies the /metrics ledger was checked against (those alone
+ * between two snapshots). */
+unsigned rc_ledgers_checked(void);
 void rc_note_failure(const char *what, const char *path, const char *request_body,
                      const char *why);
 

@@ -1095,7 +1095,7 @@ static void test_random_requests_hold_the_invariants(void **state)
     print_message("random requests: seed %#llx (ILAB_TEST_SEED replays it)\n",
                   (unsigned long long)seed);
     uint64_t x = seed ? seed : 1;
-    unsigned replies0, metrics0;
+    unsigned replies0, metrics0, ledgers0 = rc_ledgers_checked();
     rc_counts(&replies0, &metrics0);
     int ok_200 = 0, chats = 0;
     enum { N = 80 };
@@ -1124,6 +1124,12 @@ static void test_random_requests_hold_the_invariants(void **state)
     /* Each request and its twin went through the checks, /metrics after each. */
     assert_true(replies - replies0 >= 2 * N);
     assert_true(metrics - metrics0 >= 2 * N);
+    /* One request at a time: a reply is the only one between two snapshots
+     * and is checked against what /metrics counted, unless it ended without
+     * its usage (a stream with an error) or had no engine request. */
+    print_message("%u replies checked against the /metrics ledger\n",
+                  rc_ledgers_checked() - ledgers0);
+    assert_true(rc_ledgers_checked() - ledgers0 >= N);
     assert_true(chats > N / 4 && chats < 3 * N / 4);
 }
 
