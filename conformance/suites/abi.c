@@ -221,6 +221,7 @@ static const table_member table_members[] = {
     TM(eval, "logits: full"),
     TM(seq_fork, "cache.fork"), TM(seq_truncate, "cache.truncate"),
     TM(generate, "sampling: backend"), TM(cancel, "cancel"), TM(cache_stats, "cache.stats"),
+    TM(eog_ids, "chat"), TM(chat_template, "chat"),
 };
 #undef TM
 
@@ -232,6 +233,7 @@ static bool capability_declared(const ilab_manifest *m, const char *c)
            : !strcmp(c, "cache.truncate")    ? m->cache_truncate
            : !strcmp(c, "sampling: backend") ? m->sampling == ILAB_SAMPLING_BACKEND
            : !strcmp(c, "cancel")            ? m->cancel
+           : !strcmp(c, "chat")              ? m->chat
                                              : m->cache_stats;
 }
 

@@ -28,14 +28,14 @@ typedef struct list_options {
 
 static json_t *capabilities_json(const ilab_manifest *m)
 {
-    return json_pack("{s:b, s:b, s:s, s:i, s:s, s:{s:b, s:b, s:b}, s:{s:i}, s:b, s:b, s:i, s:s}",
+    return json_pack("{s:b, s:b, s:s, s:i, s:s, s:{s:b, s:b, s:b}, s:{s:i}, s:b, s:b, s:i, s:s, s:b}",
                      "tokenizer", m->tokenizer, "tokenizer_text", m->tokenizer_text, "logits", ilab_logits_kind_name(m->logits),
                      "topk_max", m->topk_max, "sampling",
                      m->sampling == ILAB_SAMPLING_BACKEND ? "backend" : "host", "cache", "fork",
                      m->cache_fork, "truncate", m->cache_truncate, "stats", m->cache_stats,
                      "batching", "max_batch",
                      m->max_batch, "streaming", m->streaming, "cancel", m->cancel, "max_context",
-                     m->max_context, "thread_safety", ilab_thread_safety_name(m->thread_safety));
+                     m->max_context, "thread_safety", ilab_thread_safety_name(m->thread_safety), "chat", m->chat);
 }
 
 static json_t *config_json(const ilab_manifest *m)
