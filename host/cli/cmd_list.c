@@ -252,7 +252,7 @@ static void capabilities_short(const json_t *caps, char *buf, size_t cap)
     json_int_t ctx = json_integer_value(json_object_get(caps, "max_context"));
     char ctx_text[32];
     snprintf(ctx_text, sizeof ctx_text, ctx ? "%lld" : "model", (long long)ctx);
-    snprintf(buf, cap, "%slogits=%s/%lld sampling=%s%s%s%s batch=%lld%s%s ctx=%s threads=%s",
+    snprintf(buf, cap, "%slogits=%s/%lld sampling=%s%s%s%s batch=%lld%s%s%s ctx=%s threads=%s",
              json_is_true(json_object_get(caps, "tokenizer_text"))
                  ? "tok=text "
                  : json_is_true(json_object_get(caps, "tokenizer")) ? "tok " : "",
@@ -262,7 +262,8 @@ static void capabilities_short(const json_t *caps, char *buf, size_t cap)
              json_is_true(json_object_get(cache, "stats")) ? " stats" : "",
              (long long)json_integer_value(json_object_get(json_object_get(caps, "batching"), "max_batch")),
              json_is_true(json_object_get(caps, "streaming")) ? " stream" : "",
-             json_is_true(json_object_get(caps, "cancel")) ? " cancel" : "", ctx_text,
+             json_is_true(json_object_get(caps, "cancel")) ? " cancel" : "",
+             json_is_true(json_object_get(caps, "chat")) ? " chat" : "", ctx_text,
              str_of(caps, "thread_safety"));
 }
 
