@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "config/settings.h"
 #include "loader/catalog.h"
+#include "chat_info.h"
 #include "runtime/session.h"
 
 typedef struct list_options {
@@ -393,6 +394,22 @@ static void print_info(const json_t *row, FILE *out)
     json_array_foreach(json_object_get(row, "shadows"), i, path)
         fprintf(out, "shadows:  %s (same name, later in the search order: not used)\n",
                 json_string_value(path));
+    json_t *chat = json_object_get(row, "chat");
+    if (chat) {
+        json_t *t = json_object_get(chat, "template");
+        fprintf(out, "chat template: %s (%lld bytes in the model)%s%s\n",
+                json_is_string(t) ? json_string_value(t) : "(not recognised)",
+                (long long)json_integer_value(json_object_get(chat, "template_bytes")),
+                json_object_get(chat, "template_problem") ? ": " : "",
+                json_object_get(chat, "template_problem") ? str_of(chat, "template_problem") : "");
+        fprintf(out, "end of generation:");
+        size_t k;
+        json_t *id;
+        json_array_foreach(json_object_get(chat, "eog"), k, id)
+            fprintf(out, " %lld \"%s\"", (long long)json_integer_value(json_object_get(id, "id")),
+                    str_of(id, "piece"));
+        fputc('\n', out);
+    }
     fprintf(out, "manifest:\n");
     const char *manifest = str_of(row, "manifest");
     for (const char *line = manifest; *line;) {
@@ -401,6 +418,27 @@ static void print_info(const json_t *row, FILE *out)
         fprintf(out, "  %.*s\n", (int)n, line);
         line += n + (nl ? 1 : 0);
     }
+}
+
+/* A backend declaring chat (ABI 1.2): its template's name and its
+ * end-of-generation ids, from an instance in a worker process (this process
+ * never runs plugin code). Nothing when it cannot be created. */
+static void add_chat_info(const ilab_catalog *c, list_options *o, const ilab_catalog_entry *e,
+                          json_t *row)
+{
+    if (e->state != ILAB_PLUGIN_AVAILABLE || !e->manifest || !e->manifest->chat)
+        return;
+    ilab_session *s = NULL;
+    char err[1024];
+    if (ilab_session_open_isolated_from(c, &o->settings, o->name, NULL, err, sizeof err, &s) !=
+        ILAB_OK) {
+        json_object_set_new(row, "chat", json_pack("{s:s}", "error", err));
+        return;
+    }
+    json_t *chat = ilab_cli_chat_json(s);
+    if (chat)
+        json_object_set_new(row, "chat", chat);
+    ilab_session_close(s);
 }
 
 int ilab_cmd_info(int argc, char **argv)
@@ -419,6 +457,7 @@ int ilab_cmd_info(int argc, char **argv)
                     json_array_append_new(shadows, json_string(s->path));
             }
             json_object_set_new(row, "shadows", shadows);
+            add_chat_info(c, &o, e, row);
             if (o.json)
                 print_json(row);
             else {
