@@ -298,6 +298,10 @@ static ilab_status cb_eval(ilab_backend_t *b, const ilab_batch_item_t *const *it
         return fail(b, ILAB_INVALID_ARGUMENT, "eval: bad batch");
     for (size_t i = 0; i < n; i++) {
         const ilab_batch_item_t *it = items[i];
+        if (it && (it->struct_size < ILAB_BATCH_ITEM_SIZE_1_0 ||
+                   !ilab_struct_tail_is_zero(it, sizeof *it)))
+            return fail(b, ILAB_ABI_MISMATCH, "eval: item %zu struct_size %u is below ABI 1.0's or "
+                        "sets members unknown here", i, it->struct_size);
         seq *s = it ? find(b, it->seq) : NULL;
         if (!s || it->n_tokens < 1 || !it->tokens || (it->flags & ~(uint32_t)ILAB_EVAL_ALL_LOGITS))
             return fail(b, ILAB_INVALID_ARGUMENT, "eval: bad item %zu", i);
