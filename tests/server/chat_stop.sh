@@ -1,5 +1,5 @@
 #!/bin/sh
-# chat_stop.sh URL: a chat completion from chat_backend (tests/support) at
+# chat_stop.sh URL: a chat completion from eot_backend (tests/support) at
 # URL, started by with_serve.sh. Its ChatML template is recognised; the
 # model answers "OK" and then <|im_end|>, which ends the reply with
 # finish_reason "stop" and is not in the text. A message that spells

@@ -152,11 +152,13 @@ static void test_parse_special(void **state)
     /* Control and user-defined texts become their tokens; the text between
      * them gets its dummy-prefix space, as after a special token. */
     encode(&l, "<|im_start|>Hi<|im_end|><tool>", 1, ids, &n);
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 6);
     assert_int_equal(ids[0], 3);
-    assert_int_equal(ids[1], 6); /* "▁Hi" */
-    assert_int_equal(ids[2], 4);
-    assert_int_equal(ids[3], 18);
+    assert_int_equal(ids[1], 9); /* "▁" "H" "i": no pair of them is a piece */
+    assert_int_equal(ids[2], 7);
+    assert_int_equal(ids[3], 8);
+    assert_int_equal(ids[4], 4);
+    assert_int_equal(ids[5], 18);
     /* Without the flag they are plain text. */
     encode(&l, "<|im_start|>Hi<|im_end|>", 0, ids, &n);
     assert_false(has_id(ids, n, 3));
@@ -173,7 +175,7 @@ static void test_parse_special(void **state)
     int32_t two[2] = {-7, -7};
     assert_int_equal(tl_chat_encode(&l.cv, &l.tok, "<|im_start|>Hi<|im_end|>", 24, 1, 1, two, 1, &need),
                      ILAB_OK);
-    assert_int_equal(need, 5); /* BOS, 3 tokens, EOS */
+    assert_int_equal(need, 7); /* BOS, <|im_start|>, 3 for " Hi", <|im_end|>, EOS */
     assert_int_equal(two[0], 1);
     assert_int_equal(two[1], -7);
     unload(&l);

@@ -1,4 +1,4 @@
-/* chat_backend — a test-only plugin of ABI 1.2 (capability chat) whose
+/* eot_backend — a test-only plugin of ABI 1.2 (capability chat) whose
  * model answers every ChatML assistant turn with "OK" and then its
  * end-of-turn token, so a test can see the whole chat path: the template
  * read from the backend and recognised, template text tokenized with special
@@ -35,7 +35,7 @@ static const char default_template[] =
     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 static const char manifest[] =
-    "name: chat_backend\n"
+    "name: eot_backend\n"
     "version: 0.1.0\n"
     "abi: 1.2\n"
     "description: Test backend that answers a ChatML turn with OK and its end-of-turn token.\n"
@@ -102,7 +102,7 @@ static ilab_status cb_create(const ilab_host_t *host, const ilab_config_entry_t 
     if (!b || !(b->template_text = strdup(text))) {
         free(b);
         if (error && error_cap)
-            snprintf(error, error_cap, "chat_backend: out of memory");
+            snprintf(error, error_cap, "eot_backend: out of memory");
         return ILAB_OUT_OF_MEMORY;
     }
     if (!out) {
@@ -371,7 +371,7 @@ ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
     .abi_minor = 2,
-    .name = "chat_backend",
+    .name = "eot_backend",
     .version = "0.1.0",
     .manifest_yaml = manifest,
     .backend = &api,
