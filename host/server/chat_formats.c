@@ -94,7 +94,7 @@ void ilab_chat_segs_free(ilab_chat_segs *r)
     *r = (ilab_chat_segs){0};
 }
 
-typedef const ilab_chat_message msg_t;
+typedef const ilab_chat_message chat_msg;
 #define IS(m, r) (!strcmp((m)->role, r))
 #define EACH(i) for (size_t i = 0; i < n; i++)
 
@@ -126,7 +126,7 @@ static const simple_format simple[] = {
     /* 12 chatglm3 body */ {"<|", "|>\n ", "", "<|assistant|>", false},
 };
 
-static void render_simple(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_simple(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     const simple_format *f = &simple[v];
     if (v == 6)
@@ -185,7 +185,7 @@ static const role_marks marked[] = {
                       "[|assistant|]", true},
 };
 
-static void render_marked(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_marked(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     const role_marks *f = &marked[v];
     if (v == 10)
@@ -201,7 +201,7 @@ static void render_marked(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v
 }
 
 /* llama2 and its variants: 0 llama2, 1 -sys, 2 -sys-bos, 3 -sys-strip. */
-static void render_llama2(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_llama2(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add; /* llama2 has no generation prompt: "[/INST]" already opens the reply */
     bool inside = true;
@@ -228,7 +228,7 @@ static void render_llama2(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v
 }
 
 /* Mistral: 0 v1, 1 v3, 2 v3-tekken, 3 v7, 4 v7-tekken. */
-static void render_mistral(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_mistral(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add;
     if (v >= 3) {
@@ -264,7 +264,7 @@ static void render_mistral(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int 
 
 /* gemma (v 0) and orion (v 1): no system role; the system messages' text
  * (trimmed for gemma) waits for the next user turn and opens it. */
-static bool pending_text(msg_t *m, size_t from, size_t to, bool trim)
+static bool pending_text(chat_msg *m, size_t from, size_t to, bool trim)
 {
     for (size_t k = from; k < to; k++) {
         if (!IS(&m[k], "system"))
@@ -276,7 +276,7 @@ static bool pending_text(msg_t *m, size_t from, size_t to, bool trim)
     return false;
 }
 
-static void flush_system(ilab_chat_segs *r, msg_t *m, size_t from, size_t to, bool trim)
+static void flush_system(ilab_chat_segs *r, chat_msg *m, size_t from, size_t to, bool trim)
 {
     for (size_t k = from; k < to; k++)
         if (IS(&m[k], "system"))
@@ -284,7 +284,7 @@ static void flush_system(ilab_chat_segs *r, msg_t *m, size_t from, size_t to, bo
     T(r, "\n\n");
 }
 
-static void render_merged_system(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_merged_system(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     size_t from = 0; /* system messages from here on are still pending */
     bool trim = v == 0;
@@ -316,7 +316,7 @@ static void render_merged_system(ilab_chat_segs *r, msg_t *m, size_t n, bool add
         T(r, "<start_of_turn>model\n");
 }
 
-static void render_monarch(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_monarch(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -326,7 +326,7 @@ static void render_monarch(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int 
         T(r, "<s>assistant\n");
 }
 
-static void render_openchat(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_openchat(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -347,7 +347,7 @@ static void render_openchat(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int
         T(r, "GPT4 Correct Assistant:");
 }
 
-static void render_minicpm(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_minicpm(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add, (void)v;
     EACH(i) {
@@ -358,13 +358,13 @@ static void render_minicpm(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int 
     }
 }
 
-static void render_deepseek_ocr(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_deepseek_ocr(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add, (void)v;
     EACH(i) C(r, m[i].content);
 }
 
-static void render_rwkv(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_rwkv(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add, (void)v;
     EACH(i) {
@@ -380,7 +380,7 @@ static void render_rwkv(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
     }
 }
 
-static void render_gigachat(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_gigachat(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     bool sys = n && IS(&m[0], "system");
@@ -398,7 +398,7 @@ static void render_gigachat(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int
         T(r, "assistant<|role_sep|>");
 }
 
-static void render_yandex(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_yandex(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -415,7 +415,7 @@ static void render_yandex(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v
 
 /* Bailing: 0 bailing, 1 bailing-think, 2 bailing2. The role in capitals,
  * "user" as HUMAN. */
-static void render_bailing(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_bailing(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     if (v == 2 && !(n && IS(&m[0], "system")))
         T(r, "<role>SYSTEM</role>detailed thinking off<|role_end|>");
@@ -440,7 +440,7 @@ static void render_bailing(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int 
     }
 }
 
-static void render_hunyuan_moe(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_hunyuan_moe(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add, (void)v;
     EACH(i) {
@@ -458,7 +458,7 @@ static void render_hunyuan_moe(ilab_chat_segs *r, msg_t *m, size_t n, bool add, 
 #define HY_HOLDER(d) "<\xef\xbd\x9chy_place\xe2\x96\x81holder\xe2\x96\x81no\xe2\x96\x81" d "\xef\xbd\x9c>"
 
 /* Hunyuan: 0 dense, 1 vl. */
-static void render_hunyuan(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_hunyuan(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)add;
     if (v == 1)
@@ -480,7 +480,7 @@ static void render_hunyuan(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int 
     }
 }
 
-static void render_seed_oss(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_seed_oss(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -491,7 +491,7 @@ static void render_seed_oss(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int
         T(r, "<seed:bos>assistant\n");
 }
 
-static void render_grok2(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_grok2(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -512,7 +512,7 @@ static void render_grok2(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
 #define PANGU_USER "\xe7\x94\xa8\xe6\x88\xb7\xef\xbc\x9a" /* 用户： */
 #define PANGU_ASST "\xe5\x8a\xa9\xe6\x89\x8b\xef\xbc\x9a" /* 助手： */
 
-static void render_pangu(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_pangu(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) {
@@ -527,7 +527,7 @@ static void render_pangu(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
 
 /* The default model's own plain template (docs/chat-template.md): every
  * message "role: content\n", then "assistant:". */
-static void render_plain(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
+static void render_plain(ilab_chat_segs *r, chat_msg *m, size_t n, bool add, int v)
 {
     (void)v;
     EACH(i) T(r, m[i].role), T(r, ": "), C(r, m[i].content), T(r, "\n");
@@ -537,7 +537,7 @@ static void render_plain(ilab_chat_segs *r, msg_t *m, size_t n, bool add, int v)
 
 /* --- the table ---------------------------------------------------------------- */
 
-typedef void render_fn(ilab_chat_segs *, msg_t *, size_t, bool, int);
+typedef void render_fn(ilab_chat_segs *, chat_msg *, size_t, bool, int);
 
 struct ilab_chat_format {
     const char *name;
