@@ -87,6 +87,8 @@ static void tokens_ok(const ilab_backend_t *be, const int32_t *t, size_t n, uint
             val_violation("TOK-3", "tokenize", "id %d at %zu is outside [0, %d)", (int)t[i], i, (int)w.v);
             return;
         }
+        if (flags & ILAB_TOKENIZE_PARSE_SPECIAL)
+            continue; /* the text may spell BOS or EOS (TOK-11) */
         bool first = i == 0 && (flags & ILAB_TOKENIZE_ADD_BOS) && w.bos >= 0;
         bool last = i + 1 == n && (flags & ILAB_TOKENIZE_ADD_EOS) && w.eos >= 0;
         if (!first && !last && (t[i] == w.bos || t[i] == w.eos)) {
@@ -121,7 +123,10 @@ static ilab_status w_tokenize(ilab_backend_t *be, const char *text, size_t len, 
         if (fits)
             tokens_ok(be, tokens, n, flags);
     }
-    if (st == ILAB_OK && (flags & ~(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))) {
+    /* PARSE_SPECIAL is known to a plugin declaring chat (ABI 1.2, TOK-11). */
+    uint32_t known = ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS |
+                     (val_g.m && val_g.m->chat ? ILAB_TOKENIZE_PARSE_SPECIAL : 0u);
+    if (st == ILAB_OK && (flags & ~known)) {
         val_checked("TOK-8");
         val_violation("TOK-8", "tokenize", "returned OK for the unknown flag bits 0x%x", (unsigned)flags);
     }

@@ -221,6 +221,7 @@ static const table_member table_members[] = {
     TM(eval, "logits: full"),
     TM(seq_fork, "cache.fork"), TM(seq_truncate, "cache.truncate"),
     TM(generate, "sampling: backend"), TM(cancel, "cancel"), TM(cache_stats, "cache.stats"),
+    TM(eog_ids, "chat"), TM(chat_template, "chat"),
 };
 #undef TM
 
@@ -232,6 +233,7 @@ static bool capability_declared(const ilab_manifest *m, const char *c)
            : !strcmp(c, "cache.truncate")    ? m->cache_truncate
            : !strcmp(c, "sampling: backend") ? m->sampling == ILAB_SAMPLING_BACKEND
            : !strcmp(c, "cancel")            ? m->cancel
+           : !strcmp(c, "chat")              ? m->chat
                                              : m->cache_stats;
 }
 
@@ -372,9 +374,23 @@ conf_result conf_abi6_truthful(conf_env *env, char *msg, size_t cap)
         conf_gen_free(&g);
         CONF_CHECK(!unsupported, "declares sampling: backend but generate() is UNSUPPORTED");
     }
-    if (shimmed)
-        CONF_MSG("%d member(s) no declared capability needs are NULL or past the table: the "
-                 "host's shims answer for them", shimmed);
+    if (m->chat) {
+        size_t n = 0;
+        int32_t ids[64];
+        st = api->eog_ids(env->be, ids, 64, &n);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares chat but eog_ids() is UNSUPPORTED: %s",
+                   conf_last_error(env, e2, sizeof e2));
+        char t[8];
+        st = api->chat_template(env->be, t, sizeof t, &n);
+        CONF_CHECK(st != ILAB_UNSUPPORTED, "declares chat but chat_template() is UNSUPPORTED: %s",
+                   conf_last_error(env, e2, sizeof e2));
+    }
+    if (shimmed) {
+        const ilab_plugin_entry_t *entry = env->plugin ? ilab_plugin_entry_of(env->plugin) : NULL;
+        uint32_t size = entry && entry->backend ? entry->backend->struct_size : 0;
+        CONF_MSG("%d member(s) no declared capability needs are NULL or past the table (its "
+                 "struct_size is %u): the host's shims answer for them", shimmed, size);
+    }
     return CONF_PASS;
 }
 

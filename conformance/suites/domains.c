@@ -109,19 +109,24 @@ size_t conf_dom_draw(conf_dom_id id, const conf_env *env, uint64_t seed, size_t 
         put(&d, 2, 0, true, true);
         put(&d, 1024, 0, true, true);
         break;
-    case CONF_DOM_TOK_FLAGS: /* every combination of the two flags; any other bit refused (TOK-8) */
+    case CONF_DOM_TOK_FLAGS: { /* every combination of the known flags; any other bit refused
+                                  (TOK-8); PARSE_SPECIAL (bit 2) is known with chat (TOK-11),
+                                  whose own ids are TOK-11's to check: here it is left out */
+        uint64_t unknown = env->m->chat ? 8 : 4; /* the lowest unknown bit */
         for (uint64_t f = 0; f < 4; f++)
             put(&d, f, 0, true, true);
-        put(&d, 4, 0, false, true);
-        put(&d, 1 | 4, 0, false, true);
-        put(&d, 3 | 8, 0, false, true);
+        put(&d, unknown, 0, false, true);
+        put(&d, 1 | unknown, 0, false, true);
+        put(&d, 3 | unknown << 1, 0, false, true);
         put(&d, 1u << 31, 0, false, true);
         put(&d, 0xffffffffu, 0, false, true);
         for (size_t i = 0; i < n_random; i++) {
-            uint64_t f = (conf_splitmix64(&rng) & 0xffffffffu) | 4u << below(&rng, 29);
+            uint64_t f = (conf_splitmix64(&rng) & 0xffffffffu) |
+                         unknown << below(&rng, env->m->chat ? 28 : 29);
             put(&d, f, 0, false, false);
         }
         break;
+    }
     case CONF_DOM_COUNT:
         break;
     }

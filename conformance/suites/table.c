@@ -49,6 +49,10 @@ static const conf_test tests[] = {
     /* tokenizer: text (text_tokens.c) */
     T("tokens.TOK-4.whole_token_runs", "TOK-4", CONF_NEED_INSTANCE, conf_tok4_whole_runs),
     T("tokens.TOK-10.text_is_valid_utf8", "TOK-10", CONF_NEED_INSTANCE, conf_tok10_valid_utf8),
+    /* capability chat, ABI 1.2 (chat.c) */
+    T("tokens.TOK-11.parse_special", "TOK-11", CONF_NEED_INSTANCE, conf_tok11_parse_special),
+    T("tokens.TOK-12.eog_ids", "TOK-12", CONF_NEED_INSTANCE, conf_tok12_eog_ids),
+    T("tokens.TOK-13.chat_template", "TOK-13", CONF_NEED_INSTANCE, conf_tok13_chat_template),
 
     T("logits.LOG-1.finite", "LOG-1", CONF_NEED_INSTANCE, conf_log1_finite),
     T("logits.LOG-1.guarded_rows_sweep", "LOG-1", CONF_NEED_INSTANCE, conf_log1_rows_sweep),

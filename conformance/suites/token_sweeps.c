@@ -338,8 +338,11 @@ conf_result conf_tok3_flags(conf_env *env, char *msg, size_t cap)
         free(t);
     }
     /* Every unknown bit on its own: a check that masks the wrong bits
-     * misses some of them. */
+     * misses some of them. PARSE_SPECIAL (bit 2) is known to a plugin that
+     * declares chat (ABI 1.2, TOK-11) and unknown to every other. */
     for (unsigned bit = 2; bit < 32 && r == CONF_PASS; bit++) {
+        if ((1u << bit) == ILAB_TOKENIZE_PARSE_SPECIAL && env->m->chat)
+            continue;
         int32_t t[64];
         size_t n = 0;
         ilab_status st = env->api->tokenize(env->be, s, len, 1u << bit, t, 64, &n);

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "config/settings.h"
 #include "loader/catalog.h"
+#include "chat_info.h"
 #include "runtime/session.h"
 
 typedef struct list_options {
@@ -28,14 +29,14 @@ typedef struct list_options {
 
 static json_t *capabilities_json(const ilab_manifest *m)
 {
-    return json_pack("{s:b, s:b, s:s, s:i, s:s, s:{s:b, s:b, s:b}, s:{s:i}, s:b, s:b, s:i, s:s}",
+    return json_pack("{s:b, s:b, s:s, s:i, s:s, s:{s:b, s:b, s:b}, s:{s:i}, s:b, s:b, s:i, s:s, s:b}",
                      "tokenizer", m->tokenizer, "tokenizer_text", m->tokenizer_text, "logits", ilab_logits_kind_name(m->logits),
                      "topk_max", m->topk_max, "sampling",
                      m->sampling == ILAB_SAMPLING_BACKEND ? "backend" : "host", "cache", "fork",
                      m->cache_fork, "truncate", m->cache_truncate, "stats", m->cache_stats,
                      "batching", "max_batch",
                      m->max_batch, "streaming", m->streaming, "cancel", m->cancel, "max_context",
-                     m->max_context, "thread_safety", ilab_thread_safety_name(m->thread_safety));
+                     m->max_context, "thread_safety", ilab_thread_safety_name(m->thread_safety), "chat", m->chat);
 }
 
 static json_t *config_json(const ilab_manifest *m)
@@ -252,7 +253,7 @@ static void capabilities_short(const json_t *caps, char *buf, size_t cap)
     json_int_t ctx = json_integer_value(json_object_get(caps, "max_context"));
     char ctx_text[32];
     snprintf(ctx_text, sizeof ctx_text, ctx ? "%lld" : "model", (long long)ctx);
-    snprintf(buf, cap, "%slogits=%s/%lld sampling=%s%s%s%s batch=%lld%s%s ctx=%s threads=%s",
+    snprintf(buf, cap, "%slogits=%s/%lld sampling=%s%s%s%s batch=%lld%s%s%s ctx=%s threads=%s",
              json_is_true(json_object_get(caps, "tokenizer_text"))
                  ? "tok=text "
                  : json_is_true(json_object_get(caps, "tokenizer")) ? "tok " : "",
@@ -262,7 +263,8 @@ static void capabilities_short(const json_t *caps, char *buf, size_t cap)
              json_is_true(json_object_get(cache, "stats")) ? " stats" : "",
              (long long)json_integer_value(json_object_get(json_object_get(caps, "batching"), "max_batch")),
              json_is_true(json_object_get(caps, "streaming")) ? " stream" : "",
-             json_is_true(json_object_get(caps, "cancel")) ? " cancel" : "", ctx_text,
+             json_is_true(json_object_get(caps, "cancel")) ? " cancel" : "",
+             json_is_true(json_object_get(caps, "chat")) ? " chat" : "", ctx_text,
              str_of(caps, "thread_safety"));
 }
 
@@ -392,6 +394,22 @@ static void print_info(const json_t *row, FILE *out)
     json_array_foreach(json_object_get(row, "shadows"), i, path)
         fprintf(out, "shadows:  %s (same name, later in the search order: not used)\n",
                 json_string_value(path));
+    json_t *chat = json_object_get(row, "chat");
+    if (chat) {
+        json_t *t = json_object_get(chat, "template");
+        fprintf(out, "chat template: %s (%lld bytes in the model)%s%s\n",
+                json_is_string(t) ? json_string_value(t) : "(not recognised)",
+                (long long)json_integer_value(json_object_get(chat, "template_bytes")),
+                json_object_get(chat, "template_problem") ? ": " : "",
+                json_object_get(chat, "template_problem") ? str_of(chat, "template_problem") : "");
+        fprintf(out, "end of generation:");
+        size_t k;
+        json_t *id;
+        json_array_foreach(json_object_get(chat, "eog"), k, id)
+            fprintf(out, " %lld \"%s\"", (long long)json_integer_value(json_object_get(id, "id")),
+                    str_of(id, "piece"));
+        fputc('\n', out);
+    }
     fprintf(out, "manifest:\n");
     const char *manifest = str_of(row, "manifest");
     for (const char *line = manifest; *line;) {
@@ -400,6 +418,27 @@ static void print_info(const json_t *row, FILE *out)
         fprintf(out, "  %.*s\n", (int)n, line);
         line += n + (nl ? 1 : 0);
     }
+}
+
+/* A backend declaring chat (ABI 1.2): its template's name and its
+ * end-of-generation ids, from an instance in a worker process (this process
+ * never runs plugin code). Nothing when it cannot be created. */
+static void add_chat_info(const ilab_catalog *c, list_options *o, const ilab_catalog_entry *e,
+                          json_t *row)
+{
+    if (e->state != ILAB_PLUGIN_AVAILABLE || !e->manifest || !e->manifest->chat)
+        return;
+    ilab_session *s = NULL;
+    char err[1024];
+    if (ilab_session_open_isolated_from(c, &o->settings, o->name, NULL, err, sizeof err, &s) !=
+        ILAB_OK) {
+        json_object_set_new(row, "chat", json_pack("{s:s}", "error", err));
+        return;
+    }
+    json_t *chat = ilab_cli_chat_json(s);
+    if (chat)
+        json_object_set_new(row, "chat", chat);
+    ilab_session_close(s);
 }
 
 int ilab_cmd_info(int argc, char **argv)
@@ -418,6 +457,7 @@ int ilab_cmd_info(int argc, char **argv)
                     json_array_append_new(shadows, json_string(s->path));
             }
             json_object_set_new(row, "shadows", shadows);
+            add_chat_info(c, &o, e, row);
             if (o.json)
                 print_json(row);
             else {

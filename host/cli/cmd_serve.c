@@ -17,6 +17,7 @@
 #include "serve_backends.h"
 #include "serve_inspector.h"
 #include "serve_watch.h"
+#include "server/chat_formats.h"
 #include "server/server.h"
 
 /* Used when the settings leave them unset (0). */
@@ -27,7 +28,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN,
     OPT_API_KEY, OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH,
-    OPT_ISOLATION, OPT_HELP
+    OPT_ISOLATION, OPT_CHAT_TEMPLATE, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -44,6 +45,7 @@ static const struct option serve_long_options[] = {
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"watch", no_argument, NULL, OPT_WATCH},
     {"isolation", required_argument, NULL, OPT_ISOLATION},
+    {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -52,6 +54,7 @@ static const struct option serve_long_options[] = {
 typedef struct serve_options {
     const char *host, *config;
     const char *api_key, *access_log;
+    const char *chat_template;  /* --chat-template NAME */
     bool allow_unauthenticated;
     int port;                   /* -1 = the settings' */
     const char **sets, **dirs, **files, **backends; /* owned arrays of borrowed strings */
@@ -68,7 +71,7 @@ static void serve_usage(FILE *out)
             "                      [--set plugin.key=value]... [--plugin FILE]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
             "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
-            "                      [--allow-insecure-plugins]\n"
+            "                      [--allow-insecure-plugins] [--chat-template NAME]\n"
             "\n"
             "Serve the OpenAI-compatible HTTP API (docs/http-api.md) until SIGINT or\n"
             "SIGTERM. Defaults: --host 127.0.0.1 --port 8080; --port 0 picks a free port.\n"
@@ -93,7 +96,20 @@ static void serve_usage(FILE *out)
             "  --allow-unauthenticated  serve a non-loopback --host without a key\n"
             "  --access-log FILE        append one line per request to FILE\n"
             "  --allow-insecure-plugins load plugins the trust rule refuses (dangerous;\n"
-            "                           docs/operations.md)\n");
+            "                           docs/operations.md)\n"
+            "  --chat-template NAME     render /v1/chat/completions with this template for\n"
+            "                           every backend, not the model's own (setting\n"
+            "                           server.chat_template; docs/chat-template.md):\n");
+    int col = 0;
+    for (const char *const *n = ilab_chat_format_names; *n; n++) {
+        if (col == 0)
+            col = fprintf(out, "                          ");
+        col += fprintf(out, " %s", *n);
+        if (col > 80 || !n[1]) {
+            fputc('\n', out);
+            col = 0;
+        }
+    }
 }
 
 static bool parse_port(const char *s, int *out)
@@ -144,6 +160,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         case OPT_ALLOW_UNAUTHENTICATED: o->allow_unauthenticated = true; break;
         case OPT_ACCESS_LOG: o->access_log = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
+        case OPT_CHAT_TEMPLATE: o->chat_template = optarg; break;
         case OPT_ISOLATION:
             if (strcmp(optarg, "process") && strcmp(optarg, "none")) {
                 fprintf(stderr, "inferlab serve: --isolation '%s' is not process or none\n",
@@ -192,6 +209,7 @@ static ilab_server_config server_config(const serve_options *o, const ilab_setti
         .metrics_need_key = ss->metrics_require_key != 0,
         .allow_unauthenticated = o->allow_unauthenticated,
         .access_log = o->access_log ? o->access_log : ss->access_log,
+        .chat_template = o->chat_template ? o->chat_template : ss->chat_template,
         .host = o->host ? o->host : (ss->host ? ss->host : "127.0.0.1"),
         .port = o->port >= 0 ? o->port : (ss->port >= 0 ? ss->port : 8080),
         .max_body_bytes = ss->max_body_bytes ? ss->max_body_bytes : DEFAULT_MAX_BODY_BYTES,
@@ -384,6 +402,17 @@ int ilab_cmd_serve(int argc, char **argv)
         return 2;
     }
     settings.allow_insecure_plugins = o.allow_insecure;
+    const char *chat = o.chat_template ? o.chat_template : settings.server.chat_template;
+    if (chat && !ilab_chat_format_named(chat)) {
+        fprintf(stderr, "inferlab serve: chat template '%s' (%s) is not one this server knows; "
+                        "known:", chat, o.chat_template ? "--chat-template" : "server.chat_template");
+        for (const char *const *n = ilab_chat_format_names; *n; n++)
+            fprintf(stderr, " %s", *n);
+        fputc('\n', stderr);
+        ilab_settings_free(&settings);
+        serve_options_free(&o);
+        return 2;
+    }
     if (o.isolate >= 0)
         settings.server.isolate_backends = o.isolate;
     /* Signals are taken synchronously by this thread (a signalfd): block

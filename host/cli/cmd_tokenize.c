@@ -9,10 +9,11 @@
 
 #include "commands.h"
 #include "config/settings.h"
+#include "chat_info.h"
 #include "runtime/session.h"
 
 enum { OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_INSECURE, OPT_ADD_SPECIAL, OPT_JSON,
-       OPT_HELP };
+       OPT_PARSE_SPECIAL, OPT_HELP };
 
 static const struct option tok_options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
@@ -21,6 +22,7 @@ static const struct option tok_options[] = {
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"add-special", no_argument, NULL, OPT_ADD_SPECIAL},
+    {"parse-special", no_argument, NULL, OPT_PARSE_SPECIAL},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -31,7 +33,7 @@ typedef struct tok_args {
     const char *backend, *config;
     const char **sets, **dirs;
     size_t n_sets, n_dirs;
-    bool add_special, json, help, allow_insecure;
+    bool add_special, parse_special, json, help, allow_insecure;
     int first_positional;
 } tok_args;
 
@@ -40,8 +42,11 @@ static void tok_usage(FILE *out, const char *cmd)
     if (!strcmp(cmd, "tokenize"))
         fprintf(out, "usage: inferlab tokenize [--backend NAME] [--config FILE] [--set PLUGIN.KEY=VAL]...\n"
                      "                         [--plugin-dir DIR]... [--allow-insecure-plugins] [--add-special]\n"
-                     "                         [--json] TEXT\n"
-                     "Prints the token ids of TEXT (no BOS unless --add-special).\n");
+                     "                         [--parse-special] [--json] TEXT\n"
+                     "Prints the tokens of TEXT, one a line: the id and its piece (the bytes it\n"
+                     "adds, escaped where not printable). No BOS unless --add-special; the text of\n"
+                     "a control token such as <|im_end|> is that token only with --parse-special\n"
+                     "(a backend declaring chat, ABI 1.2). --json: [{\"id\": N, \"piece\": TEXT}, ...].\n");
     else
         fprintf(out, "usage: inferlab detokenize [--backend NAME] [--config FILE] [--set PLUGIN.KEY=VAL]...\n"
                      "                           [--plugin-dir DIR]... [--allow-insecure-plugins] [--json] [--] ID...\n"
@@ -67,6 +72,7 @@ static int parse_args(int argc, char **argv, tok_args *a)
         case OPT_INSECURE: a->allow_insecure = true; break;
         case OPT_ADD_SPECIAL: a->add_special = true; break;
         case OPT_JSON: a->json = true; break;
+        case OPT_PARSE_SPECIAL: a->parse_special = true; break;
         case OPT_HELP: tok_usage(stdout, a->cmd); return 0;
         default:
             fprintf(stderr, "inferlab %s: unknown or incomplete option '%s'\n", a->cmd, argv[optind - 1]);
@@ -132,6 +138,16 @@ int ilab_cmd_tokenize(int argc, char **argv)
     ilab_backend_t *b = ilab_session_backend(session);
     size_t len = strlen(text), cap = len + 8, n = 0;
     uint32_t flags = a.add_special ? ILAB_TOKENIZE_ADD_BOS : 0;
+    if (a.parse_special) {
+        if (!ilab_plugin_manifest(ilab_session_plugin(session))->chat) {
+            fprintf(stderr, "inferlab tokenize: --parse-special needs a backend that declares chat "
+                            "(ABI 1.2); '%s' does not\n",
+                    ilab_plugin_manifest(ilab_session_plugin(session))->name);
+            rc = 2;
+            goto out;
+        }
+        flags |= ILAB_TOKENIZE_PARSE_SPECIAL;
+    }
     ilab_status st = ILAB_BUFFER_TOO_SMALL;
     for (int attempt = 0; attempt < 2 && st == ILAB_BUFFER_TOO_SMALL; attempt++) {
         free(ids);
@@ -147,18 +163,20 @@ int ilab_cmd_tokenize(int argc, char **argv)
         fprintf(stderr, "inferlab tokenize: %s: %s\n", ilab_status_name(st), msg);
         goto out;
     }
-    if (a.json) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(arr, json_integer(ids[i]));
+    json_t *arr = a.json ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        char piece[512];
+        ilab_cli_piece_text(session, i ? ids[i - 1] : -1, ids[i], piece, sizeof piece);
+        if (arr)
+            json_array_append_new(arr, json_pack("{s:i, s:s}", "id", (int)ids[i], "piece", piece));
+        else
+            printf("%d\t%s\n", ids[i], piece);
+    }
+    if (arr) {
         char *s = json_dumps(arr, JSON_COMPACT);
         printf("%s\n", s ? s : "[]");
         free(s);
         json_decref(arr);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            printf("%s%d", i ? " " : "", ids[i]);
-        printf("\n");
     }
     rc = 0;
 out:

@@ -39,6 +39,7 @@ typedef struct ilab_server_settings {
     char *api_key;                 /* owned; NULL = none */
     int metrics_require_key;       /* 1: /metrics needs the key too */
     char *access_log;              /* owned; NULL = none */
+    char *chat_template;           /* owned; NULL = each model's own (docs/chat-template.md) */
     char **backends;               /* owned; the plugins serve serves (none: every one
                                       of the folders); --backend replaces them */
     size_t n_backends;

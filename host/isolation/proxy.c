@@ -296,6 +296,7 @@ static const char *op_name(uint32_t op)
         [ILAB_WIRE_SEQ_TRUNCATE] = "seq_truncate", [ILAB_WIRE_SEQ_LENGTH] = "seq_length",
         [ILAB_WIRE_EVAL] = "eval",             [ILAB_WIRE_GENERATE] = "generate",
         [ILAB_WIRE_CANCEL] = "cancel",         [ILAB_WIRE_CACHE_STATS] = "cache_stats",
+        [ILAB_WIRE_EOG_IDS] = "eog_ids",       [ILAB_WIRE_CHAT_TEMPLATE] = "chat_template",
     };
     return op < ILAB_WIRE_OP_END && names[op] ? names[op] : "call";
 }

@@ -221,6 +221,18 @@ static ilab_status proxy_token_piece(ilab_backend_t *b, int32_t prev_token, int3
                        len);
 }
 
+/* ABI 1.2: the same message as tokenize() (ids out) and detokenize() (text
+ * out), without input. */
+static ilab_status proxy_eog_ids(ilab_backend_t *b, int32_t *ids, size_t cap, size_t *n_ids)
+{
+    return tokens_call(b, ILAB_WIRE_EOG_IDS, NULL, 0, 0, 0, 0, 0, ids, cap, sizeof *ids, n_ids);
+}
+
+static ilab_status proxy_chat_template(ilab_backend_t *b, char *text, size_t cap, size_t *len)
+{
+    return tokens_call(b, ILAB_WIRE_CHAT_TEMPLATE, NULL, 0, 0, 0, 0, 0, text, cap, 1, len);
+}
+
 /* --- sequences -------------------------------------------------------------------------- */
 
 /* Every sequence call: a handle, an int argument, and one scalar out. */
@@ -397,4 +409,6 @@ const ilab_backend_api_t ilab_proxy_api = {
     .generate = proxy_generate,
     .cancel = proxy_cancel,
     .cache_stats = proxy_cache_stats,
+    .eog_ids = proxy_eog_ids,
+    .chat_template = proxy_chat_template,
 };

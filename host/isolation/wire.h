@@ -41,6 +41,8 @@ typedef enum ilab_wire_op {
     ILAB_WIRE_GENERATE,
     ILAB_WIRE_CANCEL,
     ILAB_WIRE_CACHE_STATS,
+    ILAB_WIRE_EOG_IDS,
+    ILAB_WIRE_CHAT_TEMPLATE,
     ILAB_WIRE_OP_END
 } ilab_wire_op;
 

@@ -156,7 +156,8 @@ static void serve_tokens(ilab_worker *w, const ilab_wire_header *h, ilab_wire_in
     uint32_t flags = ilab_wire_get_u32(in);
     int32_t prev = (int32_t)ilab_wire_get_u32(in), token = (int32_t)ilab_wire_get_u32(in);
     ilab_out_buf out;
-    size_t elem = h->op == ILAB_WIRE_TOKENIZE ? sizeof(int32_t) : 1;
+    bool ids_out = h->op == ILAB_WIRE_TOKENIZE || h->op == ILAB_WIRE_EOG_IDS;
+    size_t elem = ids_out ? sizeof(int32_t) : 1;
     if (!ilab_out_get(in, elem, &out)) {
         reply_bad(w, h->call_id, "token");
         return;
@@ -169,6 +170,10 @@ static void serve_tokens(ilab_worker *w, const ilab_wire_header *h, ilab_wire_in
     else if (h->op == ILAB_WIRE_DETOKENIZE)
         st = w->api->detokenize(w->backend, present ? input : NULL, (size_t)count, out.buf,
                                 out.cap, len_present ? &len : NULL);
+    else if (h->op == ILAB_WIRE_EOG_IDS)
+        st = w->api->eog_ids(w->backend, out.buf, out.cap, len_present ? &len : NULL);
+    else if (h->op == ILAB_WIRE_CHAT_TEMPLATE)
+        st = w->api->chat_template(w->backend, out.buf, out.cap, len_present ? &len : NULL);
     else
         st = w->api->token_piece(w->backend, prev, token, out.buf, out.cap,
                                  len_present ? &len : NULL);
@@ -300,7 +305,9 @@ void ilab_worker_serve(ilab_worker *w, const ilab_wire_header *h, const unsigned
     case ILAB_WIRE_CACHE_STATS: serve_struct(w, h, &in); break;
     case ILAB_WIRE_TOKENIZE:
     case ILAB_WIRE_DETOKENIZE:
-    case ILAB_WIRE_TOKEN_PIECE: serve_tokens(w, h, &in); break;
+    case ILAB_WIRE_TOKEN_PIECE:
+    case ILAB_WIRE_EOG_IDS:
+    case ILAB_WIRE_CHAT_TEMPLATE: serve_tokens(w, h, &in); break;
     case ILAB_WIRE_SEQ_CREATE:
     case ILAB_WIRE_SEQ_FREE:
     case ILAB_WIRE_SEQ_FORK:

@@ -271,7 +271,11 @@ static int key_index(const char *const *keys, const char *key)
 
 static const char *const cap_keys[] = {"tokenizer", "logits", "topk_max", "sampling", "cache",
                                        "batching", "streaming", "cancel", "max_context",
-                                       "thread_safety", NULL};
+                                       "thread_safety", "chat", NULL};
+/* chat came with ABI 1.2: manifests written for 1.0 and 1.1 do not have it. */
+static const char *const cap_required[] = {"tokenizer", "logits", "topk_max", "sampling", "cache",
+                                           "batching", "streaming", "cancel", "max_context",
+                                           "thread_safety", NULL};
 static const char *const cache_keys[] = {"fork", "truncate", "stats", NULL};
 /* cache.stats came with ABI 1.1: manifests written for 1.0 do not have it. */
 static const char *const cache_required[] = {"fork", "truncate", NULL};
@@ -363,6 +367,7 @@ static bool cap_pair(parse_ctx *c, const char *path, const char *key, yaml_node_
     case 7: ok = get_bool(c, v, full, &m->cancel); break;
     case 8: ok = get_int(c, v, full, 0, &m->max_context); break;
     case 9: ok = get_enum(c, v, full, threads_names, &e); m->thread_safety = (ilab_thread_safety)e; break;
+    case 10: ok = get_bool(c, v, full, &m->chat); break;
     }
     return ok;
 }
@@ -480,7 +485,7 @@ static bool top_pair(parse_ctx *c, const char *path, const char *key, yaml_node_
             return false;
         seen_manifest cs = {m, 0};
         return each_pair(c, v, "capabilities.", cap_pair, &cs) &&
-               check_required(c, v, "capabilities.", cap_keys, cs.seen);
+               check_required(c, v, "capabilities.", cap_required, cs.seen);
     }
     default:
         if (v->type == YAML_SCALAR_NODE && !*scalar(v))
@@ -503,6 +508,15 @@ static bool check_consistency(parse_ctx *c, const yaml_node_t *root, const ilab_
     if (m->cache_stats && m->abi_major == 1 && m->abi_minor < 1)
         return fail(c, root, "capabilities: 'cache.stats' is an ABI 1.1 capability (cache_stats()), "
                              "but 'abi' is %u.%u: declare abi 1.1", m->abi_major, m->abi_minor);
+    /* A 1.1 host has no eog_ids()/chat_template() and would take the
+     * PARSE_SPECIAL bit for an unknown one. */
+    if (m->chat && m->abi_major == 1 && m->abi_minor < 2)
+        return fail(c, root, "capabilities: 'chat' is an ABI 1.2 capability (eog_ids(), "
+                             "chat_template()), but 'abi' is %u.%u: declare abi 1.2",
+                    m->abi_major, m->abi_minor);
+    if (m->chat && !m->tokenizer)
+        return fail(c, root, "capabilities: 'chat' requires a tokenizer (it reports token ids and "
+                             "parses special tokens in tokenize())");
     /* The host's own sampling turns tokens into text with token_piece(),
      * which a text tokenizer cannot give byte for byte. */
     if (m->tokenizer_text && m->sampling == ILAB_SAMPLING_HOST)

@@ -33,6 +33,7 @@ typedef struct ilab_manifest {
     bool cache_fork;
     bool cache_truncate;
     bool cache_stats; /* optional key (ABI 1.1); false when absent */
+    bool chat;        /* optional key (ABI 1.2): eog_ids(), chat_template(), PARSE_SPECIAL */
     int max_batch;
     bool streaming;
     bool cancel;

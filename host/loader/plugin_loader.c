@@ -106,6 +106,16 @@ static ilab_status shim_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *s)
 {
     return ILAB_UNSUPPORTED;
 }
+/* ABI 1.2: without chat the host knows EOS only and uses the plain template
+ * (docs/chat-template.md). */
+static ilab_status shim_eog_ids(ilab_backend_t *b, int32_t *ids, size_t cap, size_t *n)
+{
+    return ILAB_UNSUPPORTED;
+}
+static ilab_status shim_chat_template(ilab_backend_t *b, char *text, size_t cap, size_t *len)
+{
+    return ILAB_UNSUPPORTED;
+}
 
 /* Every member of the table: its name, where it is, and the shim standing in
  * for it when the plugin's table is too short to hold it or leaves it NULL. */
@@ -134,6 +144,8 @@ static const member_info members[] = {
     MEMBER(generate, shim_generate),
     MEMBER(cancel, shim_cancel),
     MEMBER(cache_stats, shim_cache_stats),
+    MEMBER(eog_ids, shim_eog_ids),
+    MEMBER(chat_template, shim_chat_template),
 };
 #define N_MEMBERS (sizeof members / sizeof members[0])
 
@@ -264,6 +276,8 @@ static ilab_status check_capabilities(const char *path, const ilab_manifest *m,
         needs[n++] = (capability_need){"cancel: true", {"cancel"}};
     if (m->cache_stats)
         needs[n++] = (capability_need){"cache.stats: true", {"cache_stats"}};
+    if (m->chat)
+        needs[n++] = (capability_need){"chat: true", {"eog_ids", "chat_template"}};
 
     for (size_t i = 0; i < n; i++)
         for (const char *const *name = needs[i].members; *name; name++) {

@@ -75,11 +75,12 @@ static ilab_status read_model_info(ilab_engine *e, char *err, size_t err_cap)
                  m->name, e->info.vocab_size, e->max_context);
         return ILAB_INVALID_ARGUMENT;
     }
-    return ILAB_OK;
+    return ilab_engine_eog_setup(e, err, err_cap);
 }
 
 static void free_lists(ilab_engine *e)
 {
+    free(e->eog);
     free(e->running);
     free(e->items);
     free(e->item_ptrs);

@@ -138,6 +138,11 @@ ilab_status ilab_engine_tokenize(ilab_engine *engine, const char *text, size_t l
 ilab_status ilab_engine_detokenize(ilab_engine *engine, const int32_t *tokens, size_t n_tokens,
                                    char *err, size_t err_cap, char **text, size_t *text_len);
 
+/* The end-of-generation ids (ABI 1.2 eog_ids() when the backend declares
+ * chat, else EOS alone): sampling one ends the request with "stop" unless
+ * ignore_eos, and its text is never output. Owned by the engine. */
+const int32_t *ilab_engine_eog_ids(const ilab_engine *engine, size_t *n);
+
 /* ---- introspection (tests, benchmarks) ------------------------------------ */
 
 /* Number of eval() calls made so far (for tests that check batching). */

@@ -112,6 +112,8 @@ struct ilab_engine {
     bool cache_stats;
     int64_t kv_block, kv_total, kv_watermark; /* positions, from the first cache_stats() */
     int64_t kv_used_shown, kv_total_shown;    /* this engine's share of the usage gauge */
+    int32_t *eog; /* eog.c: the end-of-generation ids (EOS alone without chat) */
+    size_t n_eog;
     ilab_prefix_cache *prefix; /* NULL when off or the backend cannot fork and truncate */
 
     ilab_batch_item_t *items;
@@ -195,6 +197,10 @@ void ilab_engine_remember_prompt(ilab_engine *e, ilab_req *r);
  * it keeps its tokens and sampler and goes back to the front of the waiting
  * queue, to be resumed by prefilling tokens[0, n_tokens). Scheduler thread. */
 void ilab_engine_preempt(ilab_engine *e, ilab_req *r);
+
+/* eog.c. setup (create, after model_info): the end-of-generation set. */
+ilab_status ilab_engine_eog_setup(ilab_engine *e, char *err, size_t err_cap);
+bool ilab_engine_is_eog(const ilab_engine *e, int32_t token);
 
 /* capacity.c. setup (create): read cache_stats() once when declared (a
  * failure refuses the engine, message in err) and publish this engine's

@@ -3,6 +3,7 @@
  * at a time); events are relayed to the caller from that thread, with the
  * host's timings and metrics, and cancel() goes to the backend. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
@@ -45,6 +46,16 @@ static void *generate_worker(void *arg)
     g.n_stop = r->n_stop;
     g.stop_token_ids = r->stop_ids;
     g.n_stop_token_ids = r->n_stop_ids;
+    /* The plugin knows EOS; the other end-of-generation ids (eog.c) ride
+     * along as stop ids, which end the stream the same way [STR-8]. */
+    int32_t *ids = NULL;
+    if (!r->ignore_eos && e->n_eog > 1 && (ids = malloc((r->n_stop_ids + e->n_eog) * sizeof *ids))) {
+        if (r->n_stop_ids)
+            memcpy(ids, r->stop_ids, r->n_stop_ids * sizeof *ids);
+        memcpy(ids + r->n_stop_ids, e->eog, e->n_eog * sizeof *ids);
+        g.stop_token_ids = ids;
+        g.n_stop_token_ids = r->n_stop_ids + e->n_eog;
+    }
     g.ignore_eos = r->ignore_eos;
     g.top_logprobs = r->top_logprobs;
     r->t_scheduled = ilab_now_ns();
@@ -54,6 +65,7 @@ static void *generate_worker(void *arg)
     if (st != ILAB_OK)
         ilab_engine_backend_error(e, msg, sizeof msg);
     ilab_engine_unlock_backend(e, e->serialize_generate);
+    free(ids);
     if (!r->terminal_sent) {
         /* The plugin returned without a terminal event: the contract says
          * there is always exactly one, so the host supplies it. */

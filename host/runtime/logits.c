@@ -11,7 +11,8 @@
 
 static bool is_stop_token(const ilab_engine *e, const ilab_req *r, int32_t token)
 {
-    if (token == e->info.eos_id && e->info.eos_id >= 0 && !r->ignore_eos)
+    /* EOS and every other end-of-generation id (eog.c) */
+    if (!r->ignore_eos && ilab_engine_is_eog(e, token))
         return true;
     for (size_t i = 0; i < r->n_stop_ids; i++)
         if (r->stop_ids[i] == token)

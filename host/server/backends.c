@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../runtime/engine.h"
+#include "chat_setup.h"
 
 /* --- versions ----------------------------------------------------------------- */
 
@@ -50,7 +51,8 @@ static ilab_status load_vocab(void *ctx, const ilab_backend_api_t *api, ilab_bac
 
 /* A version for `be` (which has an engine), its vocabulary read. On failure
  * `be` is not released: the caller decides. */
-static ilab_served *version_new(const ilab_server_backend *be, char *err, size_t err_cap)
+static ilab_served *version_new(ilab_server *s, const ilab_server_backend *be, char *err,
+                                size_t err_cap)
 {
     ilab_served *v = calloc(1, sizeof *v);
     if (!v) {
@@ -73,6 +75,11 @@ static ilab_served *version_new(const ilab_server_backend *be, char *err, size_t
     if (st != ILAB_OK) {
         snprintf(err, err_cap, "reading the model's vocabulary from backend '%s': %s: %s",
                  be->name, ilab_status_name(st), l.msg);
+        ilab_token_text_free(&v->vocab);
+        free(v);
+        return NULL;
+    }
+    if (!ilab_served_chat_setup(v, s->cfg.chat_template, err, err_cap)) {
         ilab_token_text_free(&v->vocab);
         free(v);
         return NULL;
@@ -359,7 +366,7 @@ ilab_status ilab_server_install(ilab_server *s, const ilab_server_backend *be, c
         backend_drop(be);
         return ILAB_INVALID_ARGUMENT;
     }
-    ilab_served *v = version_new(be, err, err_cap);
+    ilab_served *v = version_new(s, be, err, err_cap);
     if (!v) {
         backend_drop(be);
         return ILAB_INTERNAL;

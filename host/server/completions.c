@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_setup.h"
 #include "openai_response.h"
 #include "sglang_request.h"
 #include "sglang_response.h"
@@ -764,7 +765,7 @@ static enum MHD_Result generate(ilab_server *s, struct MHD_Connection *c, ilab_a
      * stays loaded until its response ends (a reload retires it). */
     ilab_served *v = ilab_server_acquire(s, r.model, &e);
     ilab_generation *g = NULL;
-    if (v && check_request(v, &r, &e))
+    if (v && check_request(v, &r, &e) && (kind != ILAB_API_CHAT || ilab_chat_prompt(v, &r, &e)))
         g = submit(s, v, c, &r, ilab_http_request_conn(hr), &e); /* takes r and v */
     else
         ilab_served_release(v);

@@ -23,7 +23,7 @@ static const char *const chat_fields[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
     "top_k", "min_p", "repetition_penalty", "seed", "stop", "stop_token_ids",
     "ignore_eos", "stream", "stream_options", "logprobs", "top_logprobs", "n", "user",
-    "presence_penalty", "frequency_penalty", NULL,
+    "presence_penalty", "frequency_penalty", "add_generation_prompt", NULL,
 };
 
 static bool known(const char *const *fields, const char *key)
@@ -258,19 +258,29 @@ static bool parse_messages(json_t *root, ilab_api_request *r, ilab_api_error *er
             break;
         }
         ok = message_text(json_object_get(m, "content"), i, &texts[i], err);
-        msgs[i].role = role_name;
+        /* A literal: the request's JSON is gone by the time it is rendered. */
+        msgs[i].role = !strcmp(role_name, "system") ? "system"
+                       : !strcmp(role_name, "user") ? "user" : "assistant";
         msgs[i].content = texts[i];
     }
-    if (ok) {
-        r->prompt = ilab_chat_render(msgs, n);
-        if (!r->prompt)
-            ok = ilab_api_fail(err, 500, NULL, "out of memory");
-    }
-    for (size_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
-    free(msgs);
+    /* Rendered once the backend, and so the template, is known
+     * (completions.c, docs/chat-template.md). */
+    r->messages = msgs;
+    r->message_texts = texts;
+    r->n_messages = n;
     return ok;
+}
+
+bool ilab_api_chat_plain_setup(ilab_api_request *r, ilab_api_error *err)
+{
+    r->prompt = ilab_chat_render(r->messages, r->n_messages);
+    if (!r->prompt)
+        return ilab_api_fail(err, 500, NULL, "out of memory");
+    for (size_t i = 0; i < ilab_chat_n_turn_stops; i++)
+        if (!add_stop(r, ilab_chat_turn_stops[i], strlen(ilab_chat_turn_stops[i]), err))
+            return false;
+    r->trim_leading_space = true;
+    return true;
 }
 
 /* Fields that exist in the OpenAI API but that this server cannot honour
@@ -441,12 +451,10 @@ static bool parse_fields(json_t *root, ilab_api_request *r, ilab_api_error *err)
     }
 
     if (r->kind == ILAB_API_CHAT) {
-        if (!parse_messages(root, r, err))
+        r->add_generation_prompt = true;
+        if (!get_bool(root, "add_generation_prompt", &r->add_generation_prompt, err) ||
+            !parse_messages(root, r, err))
             return false;
-        for (size_t i = 0; i < ilab_chat_n_turn_stops; i++)
-            if (!add_stop(r, ilab_chat_turn_stops[i], strlen(ilab_chat_turn_stops[i]), err))
-                return false;
-        r->trim_leading_space = true;
     } else if (!parse_prompt(root, r, err)) {
         return false;
     }
@@ -485,6 +493,10 @@ void ilab_api_request_free(ilab_api_request *r)
         free(r->stop[i]);
     free(r->stop);
     free(r->stop_token_ids);
+    for (size_t i = 0; r->message_texts && i < r->n_messages; i++)
+        free(r->message_texts[i]);
+    free(r->message_texts);
+    free(r->messages);
     ilab_api_kind kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

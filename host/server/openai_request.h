@@ -11,6 +11,7 @@
 
 #include "inferlab/inferlab.h"
 #include "api_error.h"
+#include "chat_template.h"
 #include "runtime/sampler.h"
 
 /* Sampling defaults are the runtime's (ilab_sampling_default(), shared
@@ -51,6 +52,12 @@ typedef struct ilab_api_request {
     bool trim_leading_space;  /* chat: drop the space the model writes after "assistant:" */
     bool return_token_ids;    /* vLLM's: each choice also carries its tokens' ids */
     bool tokens_as_ids;       /* vLLM's return_tokens_as_token_ids: logprob names "token_id:N" */
+    ilab_chat_message *messages; /* chat: the messages (roles checked; "developer" is
+                                    "system"), rendered once the backend is known; owned */
+    char **message_texts;     /* owned: each message's content */
+    size_t n_messages;
+    bool add_generation_prompt; /* chat: end with the opening of the assistant's turn
+                                   (default true) */
 } ilab_api_request;
 
 /* Parse `len` bytes of `body`. On failure returns false with `err` filled
@@ -59,5 +66,10 @@ typedef struct ilab_api_request {
 bool ilab_api_request_parse(ilab_api_kind kind, const char *body, size_t len,
                             ilab_api_request *out, ilab_api_error *err);
 void ilab_api_request_free(ilab_api_request *r);
+
+/* Chat with the plain template (docs/chat-template.md): renders the messages
+ * into `prompt`, adds the turn markers as stop strings and drops the reply's
+ * leading space. */
+bool ilab_api_chat_plain_setup(ilab_api_request *r, ilab_api_error *err);
 
 #endif

@@ -34,6 +34,9 @@ typedef struct ilab_server_config {
     const char *access_log;      /* NULL: none; else a file to append a line per request */
     const char *default_backend; /* requests naming no model go to this backend; NULL: to
                                     the only one, and with several they must name one */
+    const char *chat_template;   /* NULL/"": each model's own (docs/chat-template.md); else
+                                    the named template for every backend (checked by the
+                                    caller with ilab_chat_format_named) */
     bool several;                /* serving a folder (or a list): /health lists each
                                     backend and answers 200 while any one serves */
 } ilab_server_config;

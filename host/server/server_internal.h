@@ -37,6 +37,11 @@ typedef struct ilab_served {
     char path[512];              /* the file it was loaded from */
     ilab_model_info_t info;
     ilab_token_text vocab;       /* per-token text for logprobs */
+    const struct ilab_chat_format *chat_format; /* the chat template (chat_setup.c); NULL:
+                                                   none recognised, chat_problem says why */
+    char chat_problem[640];
+    bool parse_special;          /* the backend declares chat: template text is tokenized
+                                    with ILAB_TOKENIZE_PARSE_SPECIAL */
     time_t loaded;
     int refs;                    /* requests running on it, plus 1 while current */
     bool retired;                /* replaced or removed: no new requests */

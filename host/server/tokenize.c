@@ -85,6 +85,11 @@ static enum MHD_Result tokenize(ilab_server *s, struct MHD_Connection *c, ilab_s
     ilab_api_error e;
     json_t *prompt = json_object_get(root, "prompt");
     json_t *special = json_object_get(root, "add_special_tokens");
+    json_t *strs = json_object_get(root, "return_token_strs");
+    if (strs && !json_is_boolean(strs) && !json_is_null(strs)) {
+        ilab_api_fail(&e, 400, "return_token_strs", "'return_token_strs' must be a boolean");
+        return ilab_server_send_error(s, c, &e);
+    }
     if (!json_is_string(prompt)) {
         ilab_api_fail(&e, 400, "prompt", "'prompt' must be a string");
         return ilab_server_send_error(s, c, &e);
@@ -110,13 +115,20 @@ static enum MHD_Result tokenize(ilab_server *s, struct MHD_Connection *c, ilab_s
         snprintf(e.param, sizeof e.param, "prompt");
         return ilab_server_send_error(s, c, &e);
     }
-    json_t *tokens = json_array();
-    for (size_t i = 0; i < n; i++)
+    json_t *tokens = json_array(), *pieces = json_is_true(strs) ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
         json_array_append_new(tokens, json_integer(ids[i]));
+        /* vLLM's token_strs: each token's text ("bytes:\xNN" for part of a
+         * code point), from the vocabulary read at start-up */
+        if (pieces)
+            json_array_append_new(pieces, ilab_token_text_json(&v->vocab, ids[i]));
+    }
     free(ids);
-    return ilab_server_send_json(s, c, 200,
-                     json_pack("{s:o, s:I, s:i}", "tokens", tokens, "count", (json_int_t)n,
-                               "max_model_len", v->info.max_context));
+    json_t *out = json_pack("{s:o, s:I, s:i}", "tokens", tokens, "count", (json_int_t)n,
+                            "max_model_len", v->info.max_context);
+    if (pieces)
+        json_object_set_new(out, "token_strs", pieces);
+    return ilab_server_send_json(s, c, 200, out);
 }
 
 static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab_served *v,
@@ -167,7 +179,8 @@ static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab
 enum MHD_Result ilab_handle_tokenize(ilab_server *s, struct MHD_Connection *c,
                                      const ilab_http_request *req)
 {
-    static const char *const allowed[] = {"model", "prompt", "add_special_tokens", NULL};
+    static const char *const allowed[] = {"model", "prompt", "add_special_tokens",
+                                          "return_token_strs", NULL};
     return handle_small_request(s, c, req, allowed, tokenize);
 }
 

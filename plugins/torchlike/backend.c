@@ -23,6 +23,7 @@
 #include "model.h"
 #include "sha256.h" /* common/ */
 #include "thread_pool.h"
+#include "chat_vocab.h"
 #include "tokenizer.h"
 
 #ifndef TORCHLIKE_DEFAULT_MODEL_NAME
@@ -35,6 +36,7 @@ struct ilab_backend {
     const ilab_host_t *host;
     tl_model model;
     tl_tokenizer tok;
+    tl_chat_vocab chat; /* ABI 1.2: end-of-generation ids, template, special tokens */
     tl_kv_cache kv;
     tl_thread_pool *pool;
     int threads;
@@ -269,6 +271,12 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
     }
     if (st != ILAB_OK)
         goto fail;
+    /* The token types and ids of a GGUF file describe its own vocabulary
+     * only, not a tokenizer file given beside it. */
+    st = tl_chat_vocab_init(&b->chat, s.tokenizer[0] ? NULL : b->model.ck.gguf, &b->tok, ck.label,
+                            error, error_cap);
+    if (st != ILAB_OK)
+        goto fail;
 
     b->threads = (int)s.threads;
     if (b->threads == 0) {
@@ -308,6 +316,7 @@ static void tl_destroy(ilab_backend_t *b)
     tl_thread_pool_destroy(b->pool);
     if (b->kv.mem)
         tl_kv_destroy(&b->kv);
+    tl_chat_vocab_free(&b->chat);
     tl_tokenizer_free(&b->tok);
     tl_model_close(&b->model);
     pthread_mutex_destroy(&b->lock);
@@ -392,18 +401,25 @@ static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, 
         return ILAB_INVALID_ARGUMENT;
     if ((!text && len > 0) || !n_tokens || (!tokens && cap > 0))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: text, tokens or n_tokens is NULL");
-    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
+    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS |
+                            ILAB_TOKENIZE_PARSE_SPECIAL))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flags 0x%x", flags);
     /* Each byte gives at most one id, plus the dummy prefix, BOS and EOS. */
-    if (len > (SIZE_MAX / sizeof(int32_t)) - 4)
+    if (len > (SIZE_MAX / sizeof(int32_t)) / 2 - 4)
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: text of %zu bytes is too long", len);
-    int32_t *tmp = malloc((len + 3) * sizeof *tmp);
+    size_t room = 2 * len + 3;
+    int32_t *tmp = malloc(room * sizeof *tmp);
     if (!tmp)
         return fail(b, ILAB_OUT_OF_MEMORY, "tokenize: out of memory for %zu bytes of text", len);
     size_t n = 0;
-    ilab_status st = tl_tokenizer_encode(&b->tok, text ? text : "", len,
-                                         (flags & ILAB_TOKENIZE_ADD_BOS) != 0,
-                                         (flags & ILAB_TOKENIZE_ADD_EOS) != 0, tmp, len + 3, &n);
+    int bos = (flags & ILAB_TOKENIZE_ADD_BOS) != 0, eos = (flags & ILAB_TOKENIZE_ADD_EOS) != 0;
+    /* With special tokens parsed each piece of text between them may get
+     * its dummy prefix: at most one id per byte, plus one per piece. */
+    ilab_status st = (flags & ILAB_TOKENIZE_PARSE_SPECIAL)
+                         ? tl_chat_encode(&b->chat, &b->tok, text ? text : "", len, bos, eos, tmp,
+                                          room, &n)
+                         : tl_tokenizer_encode(&b->tok, text ? text : "", len, bos, eos, tmp,
+                                               room, &n);
     if (st != ILAB_OK) {
         free(tmp);
         return fail(b, st, "tokenize: out of memory");
@@ -690,6 +706,37 @@ static ilab_status tl_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
 
 /* ---- capabilities not declared ------------------------------------------------------ */
 
+/* ---- ABI 1.2: chat ---------------------------------------------------------- */
+
+static ilab_status tl_eog_ids(ilab_backend_t *b, int32_t *ids, size_t cap, size_t *n_ids)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!n_ids || (!ids && cap > 0))
+        return fail(b, ILAB_INVALID_ARGUMENT, "eog_ids: ids or n_ids is NULL");
+    *n_ids = b->chat.n_eog;
+    if (b->chat.n_eog > cap)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "eog_ids: %zu ids do not fit in a buffer of %zu",
+                    b->chat.n_eog, cap);
+    if (b->chat.n_eog)
+        memcpy(ids, b->chat.eog, b->chat.n_eog * sizeof *ids);
+    return ILAB_OK;
+}
+
+static ilab_status tl_chat_template(ilab_backend_t *b, char *text, size_t cap, size_t *len)
+{
+    if (!b)
+        return ILAB_INVALID_ARGUMENT;
+    if (!len || (!text && cap > 0))
+        return fail(b, ILAB_INVALID_ARGUMENT, "chat_template: text or len is NULL");
+    *len = b->chat.template_len;
+    if (cap < b->chat.template_len + 1)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "chat_template: %zu bytes and a NUL do not fit in "
+                    "a buffer of %zu", b->chat.template_len, cap);
+    memcpy(text, b->chat.chat_template, b->chat.template_len + 1);
+    return ILAB_OK;
+}
+
 static ilab_status tl_generate(ilab_backend_t *b, const ilab_generate_request_t *request,
                                ilab_event_fn on_event, void *user_data)
 {
@@ -726,12 +773,14 @@ static const ilab_backend_api_t torchlike_api = {
     .generate = tl_generate,
     .cancel = tl_cancel,
     .cache_stats = tl_cache_stats,
+    .eog_ids = tl_eog_ids,
+    .chat_template = tl_chat_template,
 };
 
 ILAB_PLUGIN_EXPORT const ilab_plugin_entry_t ilab_plugin_entry = {
     .struct_size = sizeof(ilab_plugin_entry_t),
     .abi_major = ILAB_ABI_MAJOR,
-    .abi_minor = 1, /* cache_stats() is ABI 1.1's (manifest: abi 1.1) */
+    .abi_minor = 2, /* eog_ids() and chat_template() are ABI 1.2's (manifest: abi 1.2) */
     .name = "torchlike",
     .version = "0.1.0",
     .manifest_yaml = tl_manifest_yaml,

@@ -9,7 +9,10 @@
  *   - sequences with fork and truncate; batched eval;
  *   - sampling: host (generate and cancel return ILAB_UNSUPPORTED);
  *   - ABI 1.0 (TEMPLATE_ABI_MINOR 0, below); built with 1 it implements ABI
- *     1.1's cache_stats and declares cache.stats;
+ *     1.1's cache_stats and declares cache.stats; built with 2 it also
+ *     implements ABI 1.2's eog_ids and chat_template and declares chat (its
+ *     end-of-generation set is EOS alone, it has no chat template, and no
+ *     token has a text to parse as special);
  *   - thread_safety: none (the host serialises calls; last_error is locked
  *     because it may be called from any thread).
  *
@@ -31,9 +34,9 @@
  * the manifest's `abi` both come from it. Never ILAB_ABI_MINOR: that is the
  * SDK's minor and moves when the SDK is upgraded, which would make this
  * source claim members it does not implement (docs/sdk.md, "Upgrading the
- * SDK"). 0 loads in every 1.x host; 1 adds cache.stats and needs a 1.1 one.
- * tests/abi_compat builds this file with 0 against the ABI 1.0 headers and
- * against today's, and with 1. */
+ * SDK"). 0 loads in every 1.x host; 1 adds cache.stats and needs a 1.1 one;
+ * 2 adds chat and needs a 1.2 one. tests/abi_compat builds this file with 0
+ * against the ABI 1.0 headers and against today's, and with 1 and 2. */
 #ifndef TEMPLATE_ABI_MINOR
 #define TEMPLATE_ABI_MINOR 0
 #endif
@@ -77,6 +80,9 @@ static const char manifest[] =
     "  cancel: false\n"
     "  max_context: 1024\n"
     "  thread_safety: none\n"
+#if TEMPLATE_ABI_MINOR >= 2
+    "  chat: true\n"
+#endif
     "config:\n"
     "  seed:\n"
     "    type: int\n"
@@ -240,7 +246,13 @@ static ilab_status tb_tokenize(ilab_backend_t *b, const char *text, size_t len, 
 {
     if (!b || (!text && len) || !n_tokens || (!tokens && cap))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: NULL argument");
-    if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS))
+    uint32_t known = ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS;
+#if TEMPLATE_ABI_MINOR >= 2
+    /* BOS and EOS have no text, so there is nothing to parse as special:
+     * the flag is accepted and changes nothing [TOK-11]. */
+    known |= ILAB_TOKENIZE_PARSE_SPECIAL;
+#endif
+    if (flags & ~known)
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flag bits 0x%x", (unsigned)flags);
     size_t need = len + !!(flags & ILAB_TOKENIZE_ADD_BOS) + !!(flags & ILAB_TOKENIZE_ADD_EOS);
     if (cap < need) {
@@ -505,6 +517,32 @@ static ilab_status tb_cache_stats(ilab_backend_t *b, ilab_cache_stats_t *stats)
 }
 #endif
 
+#if TEMPLATE_ABI_MINOR >= 2
+/* ABI 1.2 [TOK-12]: the vocabulary's one end-of-generation token is EOS. */
+static ilab_status tb_eog_ids(ilab_backend_t *b, int32_t *ids, size_t cap, size_t *n_ids)
+{
+    if (!b || !n_ids || (!ids && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "eog_ids: NULL argument");
+    *n_ids = 1;
+    if (cap < 1)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "eog_ids: 1 id needed, room for 0");
+    ids[0] = EOS;
+    return ILAB_OK;
+}
+
+/* ABI 1.2 [TOK-13]: no chat template; the host then uses its plain one. */
+static ilab_status tb_chat_template(ilab_backend_t *b, char *text, size_t cap, size_t *len)
+{
+    if (!b || !len || (!text && cap))
+        return fail(b, ILAB_INVALID_ARGUMENT, "chat_template: NULL argument");
+    *len = 0;
+    if (cap < 1)
+        return fail(b, ILAB_BUFFER_TOO_SMALL, "chat_template: 1 byte needed (the NUL), room for 0");
+    text[0] = '\0';
+    return ILAB_OK;
+}
+#endif
+
 /* --- the exported table ------------------------------------------------------- */
 
 static const ilab_backend_api_t api = {
@@ -527,6 +565,10 @@ static const ilab_backend_api_t api = {
     .cancel = tb_cancel,
 #if TEMPLATE_ABI_MINOR >= 1
     .cache_stats = tb_cache_stats,
+#endif
+#if TEMPLATE_ABI_MINOR >= 2
+    .eog_ids = tb_eog_ids,
+    .chat_template = tb_chat_template,
 #endif
     /* At minor 0 this source knows no later member: built against a newer
      * header they are NULL, and the host stands in for them with

@@ -86,7 +86,7 @@ static void list_survives_bad_plugins(void **state)
 
     expect_row(plugins, "/loader_good.so", "available", NULL);
     expect_row(plugins, "/loader_short_table.so", "available", NULL);
-    expect_row(plugins, "/loader_abi_major.so", "rejected", "plugin ABI 2.0, host ABI 1.1");
+    expect_row(plugins, "/loader_abi_major.so", "rejected", "plugin ABI 2.0, host ABI 1.2");
     expect_row(plugins, "/loader_newer_minor.so", "rejected", "plugin needs ABI 1.7");
     expect_row(plugins, "/loader_no_entry.so", "rejected", "no bootstrap symbol");
     expect_row(plugins, "/loader_unresolved.so", "rejected", "undefined symbol");
@@ -311,7 +311,7 @@ static void version(void **state)
         char want[128];
         snprintf(want, sizeof want, "%s%s\n", names[i], PROJECT_VERSION);
         assert_true(!strncmp(out, want, strlen(want)));
-        assert_non_null(strstr(out, "\nsdk abi: 1.1\n"));
+        assert_non_null(strstr(out, "\nsdk abi: 1.2\n"));
         assert_non_null(strstr(out, "\nbuild: " BUILD_TYPE));
         assert_non_null(strstr(out, "\nopenblas: OpenBLAS "));
         assert_non_null(strstr(out, ", core "));

@@ -185,6 +185,27 @@ static void replaced(char *yaml, size_t cap, const char *src, const char *from, 
     snprintf(yaml, cap, "%.*s%s%s", (int)(at - src), src, to, at + strlen(from));
 }
 
+/* chat (ABI 1.2) is optional: absent it is false; declared it needs abi 1.2
+ * and a tokenizer. */
+static void chat_capability(void **state)
+{
+    (void)state;
+    ilab_manifest *m = parse_ok(good);
+    assert_false(m->chat);
+    ilab_manifest_free(m);
+    char a[2048], b[2048];
+    replaced(a, sizeof a, good, "  thread_safety: sequence\n", "  thread_safety: sequence\n  chat: true\n");
+    parse_fails(a, "'chat' is an ABI 1.2 capability (eog_ids(), chat_template()), but 'abi' is 1.0", 0);
+    replaced(b, sizeof b, a, "abi: 1.0", "abi: 1.2");
+    m = parse_ok(b);
+    assert_true(m->chat);
+    ilab_manifest_free(m);
+    replaced(a, sizeof a, b, "tokenizer: true", "tokenizer: false");
+    parse_fails(a, "'chat' requires a tokenizer", 0);
+    replaced(a, sizeof a, b, "chat: true", "chat: maybe");
+    parse_fails(a, "key 'capabilities.chat' must be a bool", 0);
+}
+
 /* tokenizer: text (TOK-10): a tokenizer, whose pieces are text; the host
  * cannot sample for it, so it needs sampling: backend. */
 static void tokenizer_text_capability(void **state)
@@ -336,6 +357,7 @@ int main(void)
         cmocka_unit_test(schema_errors_name_key_and_line),
         cmocka_unit_test(capability_errors),
         cmocka_unit_test(cache_stats_capability),
+        cmocka_unit_test(chat_capability),
         cmocka_unit_test(tokenizer_text_capability),
         cmocka_unit_test(config_schema_errors),
         cmocka_unit_test(config_validation_and_defaults),

@@ -87,13 +87,13 @@ static void bare_name_is_a_file_here(void **state)
 
 static void wrong_major_names_both_versions(void **state)
 {
-    expect_refusal(PLUGIN("abi_major"), ILAB_ABI_MISMATCH, "plugin ABI 2.0", "host ABI 1.1",
+    expect_refusal(PLUGIN("abi_major"), ILAB_ABI_MISMATCH, "plugin ABI 2.0", "host ABI 1.2",
                    "major", NULL);
 }
 
 static void newer_minor_is_refused(void **state)
 {
-    expect_refusal(PLUGIN("newer_minor"), ILAB_ABI_MISMATCH, "1.7", "host provides ABI 1.1", NULL);
+    expect_refusal(PLUGIN("newer_minor"), ILAB_ABI_MISMATCH, "1.7", "host provides ABI 1.2", NULL);
 }
 
 static void missing_bootstrap_symbol(void **state)

@@ -170,9 +170,13 @@ static void tokenize_and_detokenize(void **state)
     (void)state;
     char err[4096];
     assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend Hi", err, sizeof err), 0);
-    assert_string_equal(out, "75 108\n");
+    assert_string_equal(out, "75\tH\n108\ti\n"); /* id and piece, one token a line */
     assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend --add-special --json Hi", err, sizeof err), 0);
-    assert_string_equal(out, "[1,75,108]\n");
+    assert_string_equal(out, "[{\"id\":1,\"piece\":\"\"},{\"id\":75,\"piece\":\"H\"},"
+                             "{\"id\":108,\"piece\":\"i\"}]\n");
+    /* --parse-special needs a backend declaring chat (ABI 1.2) */
+    assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend --parse-special Hi", err, sizeof err), 2);
+    assert_non_null(strstr(err, "declares chat"));
     assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend 1 75 108", err, sizeof err), 0);
     assert_string_equal(out, "Hi\n");
     assert_int_equal(inferlab(NULL, "detokenize --backend counting_backend --json 75 108", err, sizeof err), 0);

@@ -99,12 +99,18 @@ static void test_chat_template(void **state)
                       "{\"role\": \"assistant\", \"content\": \"A lady.\"}, "
                       "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"And?\"}]}],"
                       " \"stop\": \"END\"}", &r, &e));
+    /* The messages are kept until the backend's template is known. */
+    assert_null(r.prompt);
+    assert_int_equal(r.n_messages, 4);
+    assert_string_equal(r.messages[3].content, "And?");
+    assert_true(r.add_generation_prompt);
+    assert_true(ilab_api_chat_plain_setup(&r, &e));
     assert_string_equal(r.prompt, "system: Be kind.\nuser: Who is Emma?\nassistant: A lady.\n"
                                   "user: And?\nassistant:");
-    /* The turn markers, then the caller's stop string. */
+    /* The caller's stop string, then the turn markers. */
     assert_int_equal(r.n_stop, ilab_chat_n_turn_stops + 1);
-    assert_string_equal(r.stop[0], "\nuser:");
-    assert_string_equal(r.stop[r.n_stop - 1], "END");
+    assert_string_equal(r.stop[0], "END");
+    assert_string_equal(r.stop[1], "\nuser:");
     assert_true(r.trim_leading_space);
     assert_int_equal(r.max_tokens, 0); /* context-limited */
     ilab_api_request_free(&r);

@@ -85,6 +85,12 @@ typedef struct ilab_model_info {
 /* tokenize() flags; any other bit is ILAB_INVALID_ARGUMENT [TOK-8] */
 #define ILAB_TOKENIZE_ADD_BOS (1u << 0)
 #define ILAB_TOKENIZE_ADD_EOS (1u << 1)
+/* ABI 1.2, capability chat: text that spells a control token (a token of the
+ * vocabulary's control or user-defined type, e.g. "<|im_end|>") becomes that
+ * one token instead of plain text [TOK-11]. A plugin that does not declare
+ * chat refuses the bit like any unknown one, and the host never sets it for
+ * such a plugin. */
+#define ILAB_TOKENIZE_PARSE_SPECIAL (1u << 2)
 
 /* eval() item flags; any other bit is ILAB_INVALID_ARGUMENT [LOG-6] */
 #define ILAB_EVAL_ALL_LOGITS (1u << 0) /* logits for every new position, not only the last [LOG-5] */
@@ -249,6 +255,24 @@ typedef struct ilab_backend_api {
      * before it, and a 1.0 source rebuilt against this header leaves it
      * NULL (either way the host substitutes ILAB_UNSUPPORTED). */
     ilab_status (*cache_stats)(ilab_backend_t *backend, ilab_cache_stats_t *stats);
+
+    /* --- ABI 1.2 ---------------------------------------------------------- */
+
+    /* (capability: chat) Every id that ends a generation: the end-of-
+     * generation set [TOK-12]. EOS first when the vocabulary has one, then
+     * the others (end of turn, end of message, the control tokens a chat
+     * template ends a turn with) in ascending order, each once. Sizes as for
+     * tokenize(): `cap` too small is ILAB_BUFFER_TOO_SMALL with `*n_ids` =
+     * the count needed, nothing written; NULL `ids` with `cap` 0 is a size
+     * query. A host reads this member only when the manifest declares chat. */
+    ilab_status (*eog_ids)(ilab_backend_t *backend, int32_t *ids, size_t cap, size_t *n_ids);
+
+    /* (capability: chat) The model's chat template, as its file carries it
+     * (a GGUF's `tokenizer.chat_template`, often a Jinja program of several
+     * KB), into caller-owned `text`; "" (len 0) when the model has none.
+     * Sizes as for detokenize() [TOK-13]. The host does not run it: it
+     * recognises it (docs/chat-template.md). */
+    ilab_status (*chat_template)(ilab_backend_t *backend, char *text, size_t cap, size_t *len);
 } ilab_backend_api_t;
 
 #ifdef __cplusplus

@@ -28,7 +28,9 @@
  * the message says so). Members of minors newer than abi_minor may be left
  * NULL; the host shims them [ABI-3, ABI-6, docs/adr/0022]. Minors so far:
  *   1.0  the first table
- *   1.1  cache_stats() and ilab_cache_stats_t (capability cache.stats) */
+ *   1.1  cache_stats() and ilab_cache_stats_t (capability cache.stats)
+ *   1.2  eog_ids(), chat_template() and ILAB_TOKENIZE_PARSE_SPECIAL
+ *        (capability chat) */
 #ifndef INFERLAB_PLUGIN_H
 #define INFERLAB_PLUGIN_H
 
@@ -41,7 +43,7 @@ extern "C" {
 #endif
 
 #define ILAB_ABI_MAJOR 1
-#define ILAB_ABI_MINOR 1
+#define ILAB_ABI_MINOR 2
 
 #define ILAB_PLUGIN_ENTRY_SYMBOL "ilab_plugin_entry"
 

@@ -36,21 +36,30 @@ extern "C" {
 #if defined(__LP64__) || defined(_LP64)
 #define ILAB_PLUGIN_ENTRY_SIZE_1_0 48u
 #define ILAB_PLUGIN_ENTRY_SIZE_1_1 48u
+#define ILAB_PLUGIN_ENTRY_SIZE_1_2 48u
 #define ILAB_HOST_SIZE_1_0 40u
 #define ILAB_HOST_SIZE_1_1 40u
+#define ILAB_HOST_SIZE_1_2 40u
 #define ILAB_MODEL_INFO_SIZE_1_0 164u
 #define ILAB_MODEL_INFO_SIZE_1_1 164u
+#define ILAB_MODEL_INFO_SIZE_1_2 164u
 #define ILAB_BATCH_ITEM_SIZE_1_0 40u
 #define ILAB_BATCH_ITEM_SIZE_1_1 40u
+#define ILAB_BATCH_ITEM_SIZE_1_2 40u
 #define ILAB_BACKEND_API_SIZE_1_0 136u /* ends after cancel */
 #define ILAB_BACKEND_API_SIZE_1_1 144u /* ends after cache_stats */
+#define ILAB_BACKEND_API_SIZE_1_2 160u /* ends after chat_template */
 #define ILAB_CACHE_STATS_SIZE_1_1 24u  /* new in 1.1 */
+#define ILAB_CACHE_STATS_SIZE_1_2 24u
 #define ILAB_SAMPLING_SIZE_1_0 40u
 #define ILAB_SAMPLING_SIZE_1_1 40u
+#define ILAB_SAMPLING_SIZE_1_2 40u
 #define ILAB_GENERATE_REQUEST_SIZE_1_0 88u
 #define ILAB_GENERATE_REQUEST_SIZE_1_1 88u
+#define ILAB_GENERATE_REQUEST_SIZE_1_2 88u
 #define ILAB_EVENT_SIZE_1_0 88u
 #define ILAB_EVENT_SIZE_1_1 88u
+#define ILAB_EVENT_SIZE_1_2 88u
 #endif
 
 /* Nonzero when `ptr` (a pointer to a size-prefixed struct of `type`) was

@@ -1,0 +1,211 @@
+/* torchlike's chat vocabulary (chat_vocab.c, ABI 1.2): the end-of-generation
+ * ids, the template text and parse-special tokenizing, on small GGUF
+ * vocabularies written in memory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "chat_vocab.h"
+#include "gguf.h"
+#include "gguf_writer.h"
+#include "tokenizer.h"
+
+typedef struct vocab_file {
+    const char *const *tokens;
+    const int32_t *types;
+    int n;
+    int eos, eot; /* eot -1: no eot_token_id key */
+    const char *template_text;
+} vocab_file;
+
+typedef struct loaded {
+    unsigned char *bytes;
+    tl_gguf *g;
+    tl_tokenizer tok;
+    tl_chat_vocab cv;
+} loaded;
+
+static void load(const vocab_file *v, loaded *l)
+{
+    tl_gguf_writer w;
+    tl_gw_init(&w);
+    int lens[64];
+    float scores[64];
+    for (int i = 0; i < v->n; i++) {
+        lens[i] = (int)strlen(v->tokens[i]);
+        scores[i] = -(float)i;
+    }
+    tl_gw_string(&w, "tokenizer.ggml.model", "llama");
+    tl_gw_strings(&w, "tokenizer.ggml.tokens", (uint64_t)v->n, v->tokens, lens);
+    tl_gw_f32s(&w, "tokenizer.ggml.scores", (uint64_t)v->n, scores);
+    tl_gw_i32s(&w, "tokenizer.ggml.token_type", (uint64_t)v->n, v->types);
+    tl_gw_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+    tl_gw_u32(&w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+    tl_gw_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+    if (v->eot >= 0)
+        tl_gw_u32(&w, "tokenizer.ggml.eot_token_id", (uint32_t)v->eot);
+    if (v->template_text)
+        tl_gw_string(&w, "tokenizer.chat_template", v->template_text);
+    size_t size;
+    assert_int_equal(tl_gw_finish(&w, &l->bytes, &size), 0);
+    tl_gw_free(&w);
+    char err[512] = "";
+    if (tl_gguf_parse(l->bytes, size, "chat.gguf", &l->g, err, sizeof err) != ILAB_OK ||
+        tl_tokenizer_from_gguf(l->g, "chat.gguf", v->n, &l->tok, err, sizeof err) != ILAB_OK ||
+        tl_chat_vocab_init(&l->cv, l->g, &l->tok, "chat.gguf", err, sizeof err) != ILAB_OK)
+        fail_msg("%s", err);
+}
+
+static void unload(loaded *l)
+{
+    tl_chat_vocab_free(&l->cv);
+    tl_tokenizer_free(&l->tok);
+    tl_gguf_free(l->g);
+    free(l->bytes);
+}
+
+/* Types: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte. */
+static const char *const chatml_tokens[] = {
+    "<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|eot_id|>", "\xe2\x96\x81Hi",
+    "H", "i", "\xe2\x96\x81", "<", "|", ">", "e", "n", "d", "_", "m", "<tool>"};
+static const int32_t chatml_types[] = {2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4};
+#define CHATML_N ((int)(sizeof chatml_tokens / sizeof chatml_tokens[0]))
+
+static void test_eog_ids(void **state)
+{
+    (void)state;
+    /* EOS first; <|im_end|> and <|eot_id|> by their text (the latter of
+     * normal type, as llama.cpp takes it too); no eot key. */
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, "{{ '<|im_start|>' }}"};
+    loaded l;
+    load(&v, &l);
+    assert_int_equal(l.cv.n_eog, 3);
+    assert_int_equal(l.cv.eog[0], 2);
+    assert_int_equal(l.cv.eog[1], 4);
+    assert_int_equal(l.cv.eog[2], 5);
+    assert_string_equal(l.cv.chat_template, "{{ '<|im_start|>' }}");
+    assert_int_equal(l.cv.template_len, strlen("{{ '<|im_start|>' }}"));
+    unload(&l);
+}
+
+static void test_eot_key_and_no_template(void **state)
+{
+    (void)state;
+    /* eot_token_id names a token whose text is no known marker ("Hi"). */
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, 6, NULL};
+    loaded l;
+    load(&v, &l);
+    assert_int_equal(l.cv.n_eog, 4);
+    assert_int_equal(l.cv.eog[0], 2);
+    assert_int_equal(l.cv.eog[1], 4);
+    assert_int_equal(l.cv.eog[2], 5);
+    assert_int_equal(l.cv.eog[3], 6);
+    assert_string_equal(l.cv.chat_template, "");
+    unload(&l);
+}
+
+static void test_harmony_end_is_not_eog(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"<unk>", "<s>", "<|endoftext|>", "<|end|>", "<|return|>",
+                                       "<|call|>", "a"};
+    static const int32_t types[] = {2, 3, 3, 3, 3, 3, 1};
+    vocab_file v = {toks, types, 7, 2, -1, NULL};
+    loaded l;
+    load(&v, &l);
+    assert_int_equal(l.cv.n_eog, 3); /* <|endoftext|>, <|return|>, <|call|>: not <|end|> */
+    assert_int_equal(l.cv.eog[0], 2);
+    assert_int_equal(l.cv.eog[1], 4);
+    assert_int_equal(l.cv.eog[2], 5);
+    unload(&l);
+}
+
+static void encode(const loaded *l, const char *text, int special, int32_t *ids, size_t *n)
+{
+    size_t cap = 64;
+    ilab_status st = special ? tl_chat_encode(&l->cv, &l->tok, text, strlen(text), 0, 0, ids, cap, n)
+                             : tl_tokenizer_encode(&l->tok, text, strlen(text), 0, 0, ids, cap, n);
+    assert_int_equal(st, ILAB_OK);
+}
+
+static int has_id(const int32_t *ids, size_t n, int32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void test_parse_special(void **state)
+{
+    (void)state;
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL};
+    loaded l;
+    load(&v, &l);
+    int32_t ids[64];
+    size_t n = 0;
+    /* Control and user-defined texts become their tokens; the text between
+     * them gets its dummy-prefix space, as after a special token. */
+    encode(&l, "<|im_start|>Hi<|im_end|><tool>", 1, ids, &n);
+    assert_int_equal(n, 6);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 9); /* "▁" "H" "i": no pair of them is a piece */
+    assert_int_equal(ids[2], 7);
+    assert_int_equal(ids[3], 8);
+    assert_int_equal(ids[4], 4);
+    assert_int_equal(ids[5], 18);
+    /* Without the flag they are plain text. */
+    encode(&l, "<|im_start|>Hi<|im_end|>", 0, ids, &n);
+    assert_false(has_id(ids, n, 3));
+    assert_false(has_id(ids, n, 4));
+    /* Text without special tokens: the same ids either way. */
+    int32_t plain[64];
+    size_t np = 0;
+    encode(&l, "Hi Hi", 1, ids, &n);
+    encode(&l, "Hi Hi", 0, plain, &np);
+    assert_int_equal(n, np);
+    assert_memory_equal(ids, plain, n * sizeof *ids);
+    /* A short buffer counts what is needed and writes no more. */
+    size_t need = 0;
+    int32_t two[2] = {-7, -7};
+    assert_int_equal(tl_chat_encode(&l.cv, &l.tok, "<|im_start|>Hi<|im_end|>", 24, 1, 1, two, 1, &need),
+                     ILAB_OK);
+    assert_int_equal(need, 7); /* BOS, <|im_start|>, 3 for " Hi", <|im_end|>, EOS */
+    assert_int_equal(two[0], 1);
+    assert_int_equal(two[1], -7);
+    unload(&l);
+}
+
+static void test_llama2c_has_eos_only(void **state)
+{
+    (void)state;
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL};
+    loaded l;
+    load(&v, &l);
+    tl_chat_vocab cv;
+    char err[256];
+    assert_int_equal(tl_chat_vocab_init(&cv, NULL, &l.tok, "model.bin", err, sizeof err), ILAB_OK);
+    assert_int_equal(cv.n_eog, 1);
+    assert_int_equal(cv.eog[0], 2);
+    assert_int_equal(cv.n_specials, 0);
+    assert_string_equal(cv.chat_template, "");
+    tl_chat_vocab_free(&cv);
+    unload(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_eog_ids),
+        cmocka_unit_test(test_eot_key_and_no_template),
+        cmocka_unit_test(test_harmony_end_is_not_eog),
+        cmocka_unit_test(test_parse_special),
+        cmocka_unit_test(test_llama2c_has_eos_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
