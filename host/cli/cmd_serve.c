@@ -27,7 +27,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN,
     OPT_API_KEY, OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH,
-    OPT_ISOLATION, OPT_HELP
+    OPT_ISOLATION, OPT_CONFORMANCE_REPORTS, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -44,6 +44,7 @@ static const struct option serve_long_options[] = {
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"watch", no_argument, NULL, OPT_WATCH},
     {"isolation", required_argument, NULL, OPT_ISOLATION},
+    {"conformance-reports", required_argument, NULL, OPT_CONFORMANCE_REPORTS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -52,6 +53,7 @@ static const struct option serve_long_options[] = {
 typedef struct serve_options {
     const char *host, *config;
     const char *api_key, *access_log;
+    const char *conformance_reports; /* --conformance-reports DIR */
     bool allow_unauthenticated;
     int port;                   /* -1 = the settings' */
     const char **sets, **dirs, **files, **backends; /* owned arrays of borrowed strings */
@@ -68,6 +70,7 @@ static void serve_usage(FILE *out)
             "                      [--set plugin.key=value]... [--plugin FILE]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
             "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
+            "                      [--conformance-reports DIR]\n"
             "                      [--allow-insecure-plugins]\n"
             "\n"
             "Serve the OpenAI-compatible HTTP API (docs/http-api.md) until SIGINT or\n"
@@ -92,6 +95,9 @@ static void serve_usage(FILE *out)
             "                           INFERLAB_API_KEY, else server.api_key)\n"
             "  --allow-unauthenticated  serve a non-loopback --host without a key\n"
             "  --access-log FILE        append one line per request to FILE\n"
+            "  --conformance-reports DIR  show each plugin's latest result from the\n"
+            "                           inferlab-conformance JSON reports in DIR on the\n"
+            "                           status page, GET / (setting server.conformance_reports)\n"
             "  --allow-insecure-plugins load plugins the trust rule refuses (dangerous;\n"
             "                           docs/operations.md)\n");
 }
@@ -143,6 +149,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         case OPT_API_KEY: o->api_key = optarg; break;
         case OPT_ALLOW_UNAUTHENTICATED: o->allow_unauthenticated = true; break;
         case OPT_ACCESS_LOG: o->access_log = optarg; break;
+        case OPT_CONFORMANCE_REPORTS: o->conformance_reports = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
         case OPT_ISOLATION:
             if (strcmp(optarg, "process") && strcmp(optarg, "none")) {
@@ -192,6 +199,8 @@ static ilab_server_config server_config(const serve_options *o, const ilab_setti
         .metrics_need_key = ss->metrics_require_key != 0,
         .allow_unauthenticated = o->allow_unauthenticated,
         .access_log = o->access_log ? o->access_log : ss->access_log,
+        .conformance_reports = o->conformance_reports ? o->conformance_reports
+                                                      : ss->conformance_reports,
         .host = o->host ? o->host : (ss->host ? ss->host : "127.0.0.1"),
         .port = o->port >= 0 ? o->port : (ss->port >= 0 ? ss->port : 8080),
         .max_body_bytes = ss->max_body_bytes ? ss->max_body_bytes : DEFAULT_MAX_BODY_BYTES,
@@ -272,6 +281,7 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
                     return (int)si.ssi_signo;
                 fprintf(stderr, "inferlab serve: SIGHUP: reloading the plugin folders\n");
                 ilab_serve_set_reload(set, server);
+                ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
                 reload_at = 0;
             }
         }
@@ -279,6 +289,7 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
             reload_at = 0;
             fprintf(stderr, "inferlab serve: a plugin folder changed: reloading\n");
             ilab_serve_set_reload(set, server);
+            ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
         }
     }
 }
@@ -336,6 +347,7 @@ static int serve(const serve_options *o, const ilab_settings *settings)
         fprintf(stderr, "inferlab serve: %s\n", err);
         rc = 1;
     } else {
+        ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
         char what[2048];
         ilab_server_describe(server, what, sizeof what);
         bool one_down = n_names == 1 && strstr(what, "not serving");

@@ -39,6 +39,7 @@ typedef struct ilab_server_settings {
     char *api_key;                 /* owned; NULL = none */
     int metrics_require_key;       /* 1: /metrics needs the key too */
     char *access_log;              /* owned; NULL = none */
+    char *conformance_reports;     /* owned; NULL = none: a folder of conformance JSON reports */
     char **backends;               /* owned; the plugins serve serves (none: every one
                                       of the folders); --backend replaces them */
     size_t n_backends;

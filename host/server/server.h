@@ -34,6 +34,9 @@ typedef struct ilab_server_config {
     const char *access_log;      /* NULL: none; else a file to append a line per request */
     const char *default_backend; /* requests naming no model go to this backend; NULL: to
                                     the only one, and with several they must name one */
+    const char *conformance_reports; /* NULL/"": none; else a folder of inferlab-conformance
+                                        JSON reports: GET /v1/status shows each plugin
+                                        file's latest result (by its SHA-256) */
     bool several;                /* serving a folder (or a list): /health lists each
                                     backend and answers 200 while any one serves */
 } ilab_server_config;
@@ -103,6 +106,11 @@ void ilab_server_note_restart(ilab_server *s, const char *name);
  * is kept for /health and counted in /metrics; the current version is
  * untouched. */
 void ilab_server_note_refusal(ilab_server *s, const char *name, const char *reason);
+
+/* The plugin files of the folders as the loader saw them: a JSON array of
+ * `inferlab list --json`'s rows, each with "sha256" (copied), shown by
+ * GET /v1/status. Call after the start and after each reload. Any thread. */
+void ilab_server_set_plugins(ilab_server *s, const char *plugins_json);
 
 /* Versions retired and not yet released (still running requests, or
  * waiting for ilab_server_reap). Any thread. */
