@@ -60,6 +60,7 @@ static void load(conf_env *env)
     snprintf(abi, sizeof abi, "%u.%u", (unsigned)e->abi_major, (unsigned)e->abi_minor);
     info(env, "name", env->m->name);
     info(env, "abi", abi);
+    info(env, "version", env->m->version);
 
     size_t n_user = 0;
     const ilab_config_entry_t *user = user_config(env, &n_user);

@@ -22,6 +22,7 @@ typedef struct conf_plugin_report {
     char *path;
     char name[128];       /* manifest name, or the file's stem when not loaded */
     char abi[32];         /* "1.0" as the plugin declares it; "" when unknown */
+    char version[64];     /* the manifest's version; "" when unknown */
     char sha256[65];      /* of the .so file */
     char digest[96];      /* model digest from model_info(), "" when unknown */
     bool unavailable;
@@ -32,7 +33,7 @@ typedef struct conf_plugin_report {
     double seconds;
 } conf_plugin_report;
 
-typedef enum conf_format { CONF_HUMAN, CONF_TAP, CONF_JUNIT, CONF_JSON } conf_format;
+typedef enum conf_format { CONF_HUMAN, CONF_TAP, CONF_JUNIT, CONF_JSON, CONF_HTML } conf_format;
 
 typedef struct conf_run {
     const conf_test **tests; /* selected, in run order */
@@ -77,6 +78,7 @@ int conf_write_human(const conf_run *run, FILE *f);
 int conf_write_tap(const conf_run *run, FILE *f);
 int conf_write_junit(const conf_run *run, FILE *f);
 int conf_write_json(const conf_run *run, FILE *f);
+int conf_write_html(const conf_run *run, FILE *f); /* report_html.c */
 
 /* Counters over a run. */
 typedef struct conf_counts {

@@ -1,6 +1,6 @@
 /* inferlab-conformance: the command line.
  *
- *   inferlab-conformance [PLUGIN.so | --plugin-dir DIR]... [--format human|tap|junit|json]
+ *   inferlab-conformance [PLUGIN.so | --plugin-dir DIR]... [--format human|tap|junit|json|html]
  *       [--output FILE] [--require NAME]... [--include REGEX] [--exclude REGEX]
  *       [--timeout SECONDS] [--list] [--in-process] [--isolated] [--config FILE] [--set plugin.key=value]...
  *       [--seed N] [--deep] [--replay PROGRAM]
@@ -46,7 +46,7 @@ const char *__asan_default_options(void)
 static void usage(FILE *f)
 {
     fputs("usage: inferlab-conformance [PLUGIN.so | --plugin-dir DIR]...\n"
-          "         [--format human|tap|junit|json] [--output FILE] [--require NAME]...\n"
+          "         [--format human|tap|junit|json|html] [--output FILE] [--require NAME]...\n"
           "         [--include REGEX] [--exclude REGEX] [--timeout SECONDS] [--list]\n"
           "         [--in-process] [--isolated] [--config FILE] [--set plugin.key=value]...\n"
           "         [--seed N] [--deep] [--replay PROGRAM] [--version]\n"
@@ -227,7 +227,7 @@ static bool parse_format(const char *name, conf_format *out)
         const char *name;
         conf_format format;
     } formats[] = {{"human", CONF_HUMAN}, {"tap", CONF_TAP}, {"junit", CONF_JUNIT},
-                   {"json", CONF_JSON}};
+                   {"json", CONF_JSON}, {"html", CONF_HTML}};
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (strcmp(name, formats[i].name) == 0) {
             *out = formats[i].format;
@@ -451,6 +451,7 @@ static int report(const conf_run *run, conf_format fmt, const char *output, bool
     int wrc = fmt == CONF_HUMAN ? conf_write_human(run, out)
               : fmt == CONF_TAP ? conf_write_tap(run, out)
               : fmt == CONF_JUNIT ? conf_write_junit(run, out)
+              : fmt == CONF_HTML  ? conf_write_html(run, out)
                                   : conf_write_json(run, out);
     if (out != stdout)
         fclose(out);
@@ -495,7 +496,7 @@ int main(int argc, char **argv)
 #endif
     rc = 2;
     if (!parse_format(cli.format, &fmt)) {
-        rc = usage_error("--format must be human, tap, junit or json, not '%s'", cli.format);
+        rc = usage_error("--format must be human, tap, junit, json or html, not '%s'", cli.format);
         goto out;
     }
     if ((rc = select_tests(&cli, &sel, &n_sel)) >= 0)

@@ -26,9 +26,9 @@ int conf_write_json(const conf_run *run, FILE *f)
                                                    "message", o->message,
                                                    "duration_ms", o->duration_ms));
         }
-        json_t *jp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}",
+        json_t *jp = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}",
                                "name", p->name, "path", p->path, "sha256", p->sha256,
-                               "abi", p->abi, "result", conf_result_lower(p->result),
+                               "abi", p->abi, "version", p->version, "result", conf_result_lower(p->result),
                                "reason", p->reason, "model_digest", p->digest, "tests", tests);
         if (!jp) {
             json_decref(root);

@@ -32,6 +32,8 @@ static void set_info(conf_plugin_report *p, const char *key, const char *value)
         snprintf(p->name, sizeof p->name, "%s", value);
     else if (strcmp(key, "abi") == 0)
         snprintf(p->abi, sizeof p->abi, "%s", value);
+    else if (strcmp(key, "version") == 0)
+        snprintf(p->version, sizeof p->version, "%s", value);
     else if (strcmp(key, "digest") == 0)
         snprintf(p->digest, sizeof p->digest, "%s", value);
     else if (strcmp(key, "violation") == 0 || strcmp(key, "validated") == 0)

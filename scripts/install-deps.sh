@@ -15,9 +15,11 @@ libcurl4-openssl-dev clang"
 # source) is used as it is. python3-sentencepiece is the reference the
 # torchlike.tokenizer_oracle_* tests compare the tokenizer with (SentencePiece
 # itself; the product never uses it); stress-ng loads the machine for
-# scripts/stress-test.sh.
+# scripts/stress-test.sh; chromium (headless, driven over its DevTools pipe
+# by tests/ui/browser_test.mjs) tests the status page and the HTML report --
+# a large package, so only here.
 if [ "${1:-}" = "--test" ]; then
-    PACKAGES="$PACKAGES libxml2-utils perl python3 python3-sentencepiece stress-ng"
+    PACKAGES="$PACKAGES libxml2-utils perl python3 python3-sentencepiece stress-ng chromium"
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         PACKAGES="$PACKAGES nodejs npm"
     fi

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog_json.h"
 #include "commands.h"
 #include "config/settings.h"
 #include "loader/catalog.h"
@@ -24,56 +25,6 @@ typedef struct list_options {
     int json;
     const char *name; /* info only */
 } list_options;
-
-/* --- rows: one JSON object per catalog entry ----------------------------- */
-
-static json_t *capabilities_json(const ilab_manifest *m)
-{
-    return json_pack("{s:b, s:b, s:s, s:i, s:s, s:{s:b, s:b, s:b}, s:{s:i}, s:b, s:b, s:i, s:s, s:b}",
-                     "tokenizer", m->tokenizer, "tokenizer_text", m->tokenizer_text, "logits", ilab_logits_kind_name(m->logits),
-                     "topk_max", m->topk_max, "sampling",
-                     m->sampling == ILAB_SAMPLING_BACKEND ? "backend" : "host", "cache", "fork",
-                     m->cache_fork, "truncate", m->cache_truncate, "stats", m->cache_stats,
-                     "batching", "max_batch",
-                     m->max_batch, "streaming", m->streaming, "cancel", m->cancel, "max_context",
-                     m->max_context, "thread_safety", ilab_thread_safety_name(m->thread_safety), "chat", m->chat);
-}
-
-static json_t *config_json(const ilab_manifest *m)
-{
-    json_t *keys = json_array();
-    for (size_t i = 0; i < m->n_config; i++) {
-        const ilab_config_key *k = &m->config[i];
-        json_array_append_new(keys, json_pack("{s:s, s:s, s:o, s:s}", "key", k->key, "type",
-                                              ilab_config_type_name(k->type), "default",
-                                              k->default_value ? json_string(k->default_value)
-                                                               : json_null(),
-                                              "description", k->description ? k->description : ""));
-    }
-    return keys;
-}
-
-static json_t *row_json(const ilab_catalog *c, const ilab_catalog_entry *e)
-{
-    json_t *row = json_pack("{s:s, s:s, s:s}", "path", e->path, "state",
-                            ilab_plugin_state_name(e->state), "reason", e->reason);
-    if (e->state == ILAB_PLUGIN_SHADOWED)
-        json_object_set_new(row, "shadowed_by",
-                            json_string(ilab_catalog_at(c, e->winner)->path));
-    const ilab_manifest *m = e->manifest;
-    if (!m)
-        return row;
-    char abi[32];
-    snprintf(abi, sizeof abi, "%u.%u", m->abi_major, m->abi_minor);
-    json_object_set_new(row, "name", json_string(m->name));
-    json_object_set_new(row, "version", json_string(m->version));
-    json_object_set_new(row, "abi", json_string(abi));
-    json_object_set_new(row, "capabilities", capabilities_json(m));
-    json_object_set_new(row, "description", json_string(m->description));
-    json_object_set_new(row, "config", config_json(m));
-    json_object_set_new(row, "manifest", json_string(e->manifest_yaml));
-    return row;
-}
 
 /* --- arguments --------------------------------------------------------------- */
 
@@ -345,7 +296,7 @@ static json_t *catalog_rows(const ilab_catalog *c)
 {
     json_t *rows = json_array();
     for (size_t i = 0; i < ilab_catalog_size(c); i++)
-        json_array_append_new(rows, row_json(c, ilab_catalog_at(c, i)));
+        json_array_append_new(rows, ilab_catalog_row_json(c, ilab_catalog_at(c, i)));
     return rows;
 }
 
@@ -450,7 +401,7 @@ int ilab_cmd_info(int argc, char **argv)
     if (c) {
         const ilab_catalog_entry *e = ilab_catalog_find(c, o.name);
         if (e) {
-            json_t *row = row_json(c, e), *shadows = json_array();
+            json_t *row = ilab_catalog_row_json(c, e), *shadows = json_array();
             for (size_t i = 0; i < ilab_catalog_size(c); i++) {
                 const ilab_catalog_entry *s = ilab_catalog_at(c, i);
                 if (s->state == ILAB_PLUGIN_SHADOWED && ilab_catalog_at(c, s->winner) == e)

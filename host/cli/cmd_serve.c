@@ -28,7 +28,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN,
     OPT_API_KEY, OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH,
-    OPT_ISOLATION, OPT_CHAT_TEMPLATE, OPT_HELP
+    OPT_ISOLATION, OPT_CHAT_TEMPLATE, OPT_CONFORMANCE_REPORTS, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -46,6 +46,7 @@ static const struct option serve_long_options[] = {
     {"watch", no_argument, NULL, OPT_WATCH},
     {"isolation", required_argument, NULL, OPT_ISOLATION},
     {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+    {"conformance-reports", required_argument, NULL, OPT_CONFORMANCE_REPORTS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -55,6 +56,7 @@ typedef struct serve_options {
     const char *host, *config;
     const char *api_key, *access_log;
     const char *chat_template;  /* --chat-template NAME */
+    const char *conformance_reports; /* --conformance-reports DIR */
     bool allow_unauthenticated;
     int port;                   /* -1 = the settings' */
     const char **sets, **dirs, **files, **backends; /* owned arrays of borrowed strings */
@@ -71,6 +73,7 @@ static void serve_usage(FILE *out)
             "                      [--set plugin.key=value]... [--plugin FILE]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
             "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
+            "                      [--conformance-reports DIR]\n"
             "                      [--allow-insecure-plugins] [--chat-template NAME]\n"
             "\n"
             "Serve the OpenAI-compatible HTTP API (docs/http-api.md) until SIGINT or\n"
@@ -95,6 +98,9 @@ static void serve_usage(FILE *out)
             "                           INFERLAB_API_KEY, else server.api_key)\n"
             "  --allow-unauthenticated  serve a non-loopback --host without a key\n"
             "  --access-log FILE        append one line per request to FILE\n"
+            "  --conformance-reports DIR  show each plugin's latest result from the\n"
+            "                           inferlab-conformance JSON reports in DIR on the\n"
+            "                           status page, GET / (setting server.conformance_reports)\n"
             "  --allow-insecure-plugins load plugins the trust rule refuses (dangerous;\n"
             "                           docs/operations.md)\n"
             "  --chat-template NAME     render /v1/chat/completions with this template for\n"
@@ -159,6 +165,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         case OPT_API_KEY: o->api_key = optarg; break;
         case OPT_ALLOW_UNAUTHENTICATED: o->allow_unauthenticated = true; break;
         case OPT_ACCESS_LOG: o->access_log = optarg; break;
+        case OPT_CONFORMANCE_REPORTS: o->conformance_reports = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
         case OPT_CHAT_TEMPLATE: o->chat_template = optarg; break;
         case OPT_ISOLATION:
@@ -210,6 +217,8 @@ static ilab_server_config server_config(const serve_options *o, const ilab_setti
         .allow_unauthenticated = o->allow_unauthenticated,
         .access_log = o->access_log ? o->access_log : ss->access_log,
         .chat_template = o->chat_template ? o->chat_template : ss->chat_template,
+        .conformance_reports = o->conformance_reports ? o->conformance_reports
+                                                      : ss->conformance_reports,
         .host = o->host ? o->host : (ss->host ? ss->host : "127.0.0.1"),
         .port = o->port >= 0 ? o->port : (ss->port >= 0 ? ss->port : 8080),
         .max_body_bytes = ss->max_body_bytes ? ss->max_body_bytes : DEFAULT_MAX_BODY_BYTES,
@@ -290,6 +299,7 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
                     return (int)si.ssi_signo;
                 fprintf(stderr, "inferlab serve: SIGHUP: reloading the plugin folders\n");
                 ilab_serve_set_reload(set, server);
+                ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
                 reload_at = 0;
             }
         }
@@ -297,6 +307,7 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
             reload_at = 0;
             fprintf(stderr, "inferlab serve: a plugin folder changed: reloading\n");
             ilab_serve_set_reload(set, server);
+            ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
         }
     }
 }
@@ -354,6 +365,7 @@ static int serve(const serve_options *o, const ilab_settings *settings)
         fprintf(stderr, "inferlab serve: %s\n", err);
         rc = 1;
     } else {
+        ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
         char what[2048];
         ilab_server_describe(server, what, sizeof what);
         bool one_down = n_names == 1 && strstr(what, "not serving");

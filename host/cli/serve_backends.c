@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "isolation/proxy.h"
+#include "catalog_json.h"
 #include "loader/catalog.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
@@ -52,6 +53,7 @@ struct ilab_serve_set {
     ilab_catalog *last;   /* the last unprobed scan: the next one takes over its looks at
                              unchanged files */
     char default_name[64];
+    char *plugins_json;   /* the last scan's rows, for GET /v1/status (catalog_json.h) */
 };
 
 /* What the server releases when it is done with a version. */
@@ -429,6 +431,7 @@ int ilab_serve_set_open(const ilab_settings *settings, const char *const *names,
     size_t cap = set->all ? ilab_catalog_size(c) : n_names, n = 0;
     ilab_server_backend *bes = calloc(cap ? cap : 1, sizeof *bes);
     int rc = bes && copy_dirs(set, c) ? open_all(set, c, names, n_names, bes, &n) : 1;
+    set->plugins_json = ilab_catalog_status_json(c);
     if (set->single)
         set->last = c; /* unprobed, like a reload's scan */
     else
@@ -457,6 +460,11 @@ const char *ilab_serve_set_default(const ilab_serve_set *set)
     return set->default_name[0] ? set->default_name : NULL;
 }
 
+const char *ilab_serve_set_plugins_json(const ilab_serve_set *set)
+{
+    return set->plugins_json;
+}
+
 size_t ilab_serve_set_dirs(const ilab_serve_set *set, const char *const **dirs)
 {
     *dirs = (const char *const *)set->dirs;
@@ -474,6 +482,7 @@ void ilab_serve_set_free(ilab_serve_set *set)
         free(set->dirs[i]);
     free(set->dirs);
     ilab_catalog_free(set->last);
+    free(set->plugins_json);
     free(set);
 }
 
@@ -666,6 +675,11 @@ size_t ilab_serve_set_reload(ilab_serve_set *set, ilab_server *server)
     }
     ilab_catalog_free(set->last);
     set->last = c;
+    char *rows = ilab_catalog_status_json(c);
+    if (rows) { /* else the last rows stay: out of memory is no reason to show none */
+        free(set->plugins_json);
+        set->plugins_json = rows;
+    }
     fprintf(stderr, "inferlab serve: reload: done in %.1f ms: %zu changed, %zu refused, %zu "
                     "not serving\n", now_ms() - t0, t.changed, t.refused, t.down);
     return t.changed;

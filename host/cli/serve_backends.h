@@ -37,6 +37,11 @@ int ilab_serve_set_open(const ilab_settings *settings, const char *const *names,
  * the set. */
 const char *ilab_serve_set_default(const ilab_serve_set *set);
 
+/* The plugin files of the last scan (start or reload) as a JSON array
+ * (catalog_json.h: rows with their SHA-256), for ilab_server_set_plugins;
+ * NULL when out of memory. Borrowed from the set until the next reload. */
+const char *ilab_serve_set_plugins_json(const ilab_serve_set *set);
+
 /* The folders searched, for --watch (borrowed from the set). */
 size_t ilab_serve_set_dirs(const ilab_serve_set *set, const char *const **dirs);
 

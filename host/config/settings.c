@@ -55,6 +55,7 @@ void ilab_settings_free(ilab_settings *s)
     free(s->server.api_key);
     free(s->server.access_log);
     free(s->server.chat_template);
+    free(s->server.conformance_reports);
     for (size_t i = 0; i < s->server.n_backends; i++)
         free(s->server.backends[i]);
     free(s->server.backends);
@@ -268,7 +269,8 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
                   : !strcmp(key, "host") ? &s->server.host
                   : !strcmp(key, "api_key") ? &s->server.api_key
                   : !strcmp(key, "access_log") ? &s->server.access_log
-                  : !strcmp(key, "chat_template") ? &s->server.chat_template : NULL;
+                  : !strcmp(key, "chat_template") ? &s->server.chat_template
+                  : !strcmp(key, "conformance_reports") ? &s->server.conformance_reports : NULL;
     if (text) {
         if (!value[0]) {
             snprintf(err, err_cap, "%s: server.%s: must not be empty", where, key);
@@ -306,7 +308,7 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
         strncat(known, keys[i].name, sizeof known - strlen(known) - 1);
     }
     if (server)
-        strncat(known, ", host, api_key, access_log, chat_template, backends", sizeof known - strlen(known) - 1);
+        strncat(known, ", host, api_key, access_log, chat_template, conformance_reports, backends", sizeof known - strlen(known) - 1);
     snprintf(err, err_cap, "%s: %s.%s: unknown key (known: %s)", where, section, key, known);
     return ILAB_INVALID_ARGUMENT;
 }

@@ -40,6 +40,7 @@ typedef struct ilab_server_settings {
     int metrics_require_key;       /* 1: /metrics needs the key too */
     char *access_log;              /* owned; NULL = none */
     char *chat_template;           /* owned; NULL = each model's own (docs/chat-template.md) */
+    char *conformance_reports;     /* owned; NULL = none: a folder of conformance JSON reports */
     char **backends;               /* owned; the plugins serve serves (none: every one
                                       of the folders); --backend replaces them */
     size_t n_backends;

@@ -5,8 +5,11 @@
 #include <string.h>
 
 static const ilab_route routes[] = {
+    /* the status page holds no data: it asks /v1/status with the key */
+    {"/", "GET", ilab_handle_status_page, false, ILAB_ROUTE_OPEN},
     {"/health", "GET", ilab_handle_health, false, ILAB_ROUTE_OPEN},
     {"/metrics", "GET", ilab_handle_metrics, false, ILAB_ROUTE_METRICS},
+    {"/v1/status", "GET", ilab_handle_status, false, ILAB_ROUTE_KEY},
     {"/v1/models", "GET", ilab_handle_models, false, ILAB_ROUTE_KEY},
     {"/v1/models/", "GET", ilab_handle_model, true, ILAB_ROUTE_KEY},
     {"/v1/completions", "POST", ilab_handle_completions, false, ILAB_ROUTE_KEY},

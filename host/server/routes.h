@@ -64,6 +64,10 @@ enum MHD_Result ilab_handle_health(ilab_server *s, struct MHD_Connection *c,
                                    const ilab_http_request *req);       /* status_endpoints.c */
 enum MHD_Result ilab_handle_metrics(ilab_server *s, struct MHD_Connection *c,
                                     const ilab_http_request *req);      /* status_endpoints.c */
+enum MHD_Result ilab_handle_status_page(ilab_server *s, struct MHD_Connection *c,
+                                        const ilab_http_request *req);  /* status_page.c */
+enum MHD_Result ilab_handle_status(ilab_server *s, struct MHD_Connection *c,
+                                   const ilab_http_request *req);       /* status_json.c */
 enum MHD_Result ilab_handle_models(ilab_server *s, struct MHD_Connection *c,
                                    const ilab_http_request *req);       /* models.c */
 enum MHD_Result ilab_handle_model(ilab_server *s, struct MHD_Connection *c,

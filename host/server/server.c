@@ -611,6 +611,7 @@ void ilab_server_destroy(ilab_server *s)
     if (s->log_open)
         ilab_server_log_close(&s->log);
     ilab_backends_destroy(s);
+    free(s->plugins_json);
     pthread_cond_destroy(&s->stats_cond);
     pthread_mutex_destroy(&s->stats_mu);
     free(s);

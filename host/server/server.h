@@ -37,6 +37,9 @@ typedef struct ilab_server_config {
     const char *chat_template;   /* NULL/"": each model's own (docs/chat-template.md); else
                                     the named template for every backend (checked by the
                                     caller with ilab_chat_format_named) */
+    const char *conformance_reports; /* NULL/"": none; else a folder of inferlab-conformance
+                                        JSON reports: GET /v1/status shows each plugin
+                                        file's latest result (by its SHA-256) */
     bool several;                /* serving a folder (or a list): /health lists each
                                     backend and answers 200 while any one serves */
 } ilab_server_config;
@@ -106,6 +109,11 @@ void ilab_server_note_restart(ilab_server *s, const char *name);
  * is kept for /health and counted in /metrics; the current version is
  * untouched. */
 void ilab_server_note_refusal(ilab_server *s, const char *name, const char *reason);
+
+/* The plugin files of the folders as the loader saw them: a JSON array of
+ * `inferlab list --json`'s rows, each with "sha256" (copied), shown by
+ * GET /v1/status. Call after the start and after each reload. Any thread. */
+void ilab_server_set_plugins(ilab_server *s, const char *plugins_json);
 
 /* Versions retired and not yet released (still running requests, or
  * waiting for ilab_server_reap). Any thread. */

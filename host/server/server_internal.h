@@ -81,6 +81,7 @@ struct ilab_server {
     pthread_mutex_t backends_mu; /* guards the slots' backend fields and the lists */
     ilab_slot **slots;           /* in the order they were added */
     size_t n_slots, cap_slots;
+    char *plugins_json;          /* ilab_server_set_plugins's, NULL until then */
     ilab_served *dead;           /* retired, no request left: for ilab_server_reap */
     size_t n_retired;            /* retired, not yet released */
     int reap_fd;                 /* eventfd: readable when `dead` has versions */

@@ -83,7 +83,12 @@
 #define TOPK_MAX "20"
 #define THREAD_SAFETY "full"
 #define EXCLUSIVE false
+#ifdef DESCRIPTION_INJECTION /* tests/ui: markup in a manifest must show as text */
+#define DESCRIPTION "'<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>" \
+                    "<b id=\"injected\">bold</b> & done'"
+#else
 #define DESCRIPTION "Test-only byte-level bigram model whose steps can be slowed down."
+#endif
 #elif defined(TEST_BACKEND_POOL)
 #ifdef TEST_BACKEND_STATS
 #define PLUGIN_NAME "stats_backend"
