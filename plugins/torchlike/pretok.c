@@ -16,6 +16,12 @@
     "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+" \
     "|\\s+(?!\\S)|\\s+"
 
+/* llama.cpp runs the expressions written with literal non-ASCII ranges on
+ * text whose non-ASCII white space has been replaced by U+000B: such a
+ * range never matches white space (U+3000 is in two of them), hence the
+ * (?!\s) in front of them. */
+#define CJK_RE "(?:(?!\\s)[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}])+"
+
 typedef struct rules {
     const char *name;     /* canonical */
     int ignore_merges;
@@ -48,10 +54,10 @@ static const rules k_rules[] = {
         "\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}"
         "\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}"
         "\\x{1e900}-\\x{1e943}]+",
-        "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+",
-        "\\s+$", "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}+", NULL}},
-    {"deepseek-coder", 0, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-        "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+", "\\p{N}", NULL}},
+        "\\s?(?:(?!\\s)[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}"
+        "\\x{3000}-\\x{3002}])+",
+        "\\s+$", CJK_RE, "\\p{N}+", NULL}},
+    {"deepseek-coder", 0, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", CJK_RE, "\\p{N}", NULL}},
     {"falcon", 0, {"[\\p{P}\\$\\+<=>\\^~\\|`]+",
                    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
                    "[0-9][0-9][0-9]", NULL}},

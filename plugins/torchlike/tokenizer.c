@@ -546,7 +546,7 @@ ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size
     tl_ids out = {0};
     fragments f = {0};
     ilab_status st = ILAB_OK;
-    if (add_bos && t->add_bos && tl_ids_push(&out, t->bos_id))
+    if (add_bos && tl_ids_push(&out, t->bos_id))
         st = ILAB_OUT_OF_MEMORY;
     if (st == ILAB_OK && len > 0 && partition(t, text, len, parse_special, &f) != 0)
         st = ILAB_OUT_OF_MEMORY;
@@ -564,7 +564,7 @@ ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size
             prev_special = 0;
         }
     }
-    if (st == ILAB_OK && add_eos && t->add_eos && tl_ids_push(&out, t->eos_id))
+    if (st == ILAB_OK && add_eos && tl_ids_push(&out, t->eos_id))
         st = ILAB_OUT_OF_MEMORY;
     free(f.v);
     if (st == ILAB_OK) {

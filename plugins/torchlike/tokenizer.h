@@ -88,8 +88,9 @@ ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t 
 
 /* As tl_tokenizer_encode; with parse_special, control (and unknown-type)
  * tokens written in the text are matched as single tokens. User-defined
- * tokens always are (as llama.cpp's tokenizer does). add_bos and add_eos add
- * a token only when the model's metadata asks for it. */
+ * tokens always are (as llama.cpp's tokenizer does). add_bos and add_eos are
+ * obeyed as given; t->add_bos and t->add_eos say what the model's metadata
+ * asks for, for the caller to choose them. */
 ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size_t len,
                                    int add_bos, int add_eos, int parse_special, int32_t *ids,
                                    size_t cap, size_t *n);

@@ -1,7 +1,7 @@
 /* torchlike.vocab_<name>: a GGUF vocabulary against the ids llama.cpp's own
  * tokenizer gives (data/vocab/README.md):
  *
- *   vocab_check VOCAB.gguf PRE|- DATA_DIR NAME
+ *   vocab_check VOCAB.gguf PRE|- DATA_DIR NAME [CORPUS...]
  *
  * For each corpus C in llama (llama.cpp's test texts), adversarial and
  * special, DATA_DIR/C.inp holds the texts and DATA_DIR/NAME.C.out the ids,
@@ -153,8 +153,8 @@ static int check_corpus(const tl_tokenizer *t, const char *dir, const char *name
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: vocab_check VOCAB.gguf PRE|- DATA_DIR NAME\n");
+    if (argc < 5) {
+        fprintf(stderr, "usage: vocab_check VOCAB.gguf PRE|- DATA_DIR NAME [CORPUS...]\n");
         return 2;
     }
     size_t size;
@@ -181,8 +181,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int failures = 0, n_texts = 0;
-    static const char *const corpora[] = {"llama", "adversarial", "special"};
-    for (int c = 0; c < 3; c++)
+    static const char *const all[] = {"llama", "adversarial", "special"};
+    const char *const *corpora = argc > 5 ? (const char *const *)argv + 5 : all;
+    int n_corpora = argc > 5 ? argc - 5 : 3;
+    for (int c = 0; c < n_corpora; c++)
         failures += check_corpus(&t, argv[3], argv[4], corpora[c], &n_texts);
     printf("%s: %d texts, %d differ from llama.cpp\n", argv[4], n_texts, failures);
     tl_tokenizer_free(&t);
