@@ -6,7 +6,7 @@ set -eu
 
 PACKAGES="build-essential cmake pkg-config libyaml-dev libcmocka-dev \
 libopenblas-dev libopenblas0-pthread libjansson-dev libmicrohttpd-dev \
-libcurl4-openssl-dev clang"
+libcurl4-openssl-dev libpcre2-dev clang"
 # Only the test command needs these: xmllint and prove check the harness's
 # JUnit and TAP output (perl also runs scripts/check-type-names.pl); Node
 # and npm run the official OpenAI client against `inferlab serve`

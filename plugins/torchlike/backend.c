@@ -25,6 +25,7 @@
 #include "thread_pool.h"
 #include "chat_vocab.h"
 #include "tokenizer.h"
+#include "vocab_gguf.h"
 
 #ifndef TORCHLIKE_DEFAULT_MODEL_NAME
 #define TORCHLIKE_DEFAULT_MODEL_NAME "random-default"
@@ -65,6 +66,7 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 typedef struct tl_settings {
     const char *model;     /* "" = embedded */
     const char *tokenizer; /* "" = embedded, or beside the model */
+    const char *pre_tokenizer; /* "" = the GGUF file's tokenizer.ggml.pre */
     tl_dtype quantize;     /* TL_DTYPE_F32: as stored; TL_DTYPE_Q8_0 */
     long threads;
     long kv_blocks;
@@ -86,7 +88,7 @@ static int parse_long(const char *s, long *out)
 static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl_settings *s,
                                  char *err, size_t cap)
 {
-    *s = (tl_settings){"", "", TL_DTYPE_F32, 0, 0, 64};
+    *s = (tl_settings){"", "", "", TL_DTYPE_F32, 0, 0, 64};
     if (n > 0 && !config) {
         snprintf(err, cap, "torchlike: config is NULL but n_config is %zu", n);
         return ILAB_INVALID_ARGUMENT;
@@ -108,6 +110,10 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
         }
         if (strcmp(k, "tokenizer") == 0) {
             s->tokenizer = v;
+            continue;
+        }
+        if (strcmp(k, "pre_tokenizer") == 0) {
+            s->pre_tokenizer = v;
             continue;
         }
         if (strcmp(k, "quantize") == 0) {
@@ -135,7 +141,7 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
             break;
         }
         if (j == sizeof ints / sizeof *ints) {
-            snprintf(err, cap, "torchlike: unknown config key '%s' (known: model, tokenizer, "
+            snprintf(err, cap, "torchlike: unknown config key '%s' (known: model, tokenizer, pre_tokenizer, "
                      "quantize, threads, kv_blocks, max_sequences)", k);
             return ILAB_INVALID_ARGUMENT;
         }
@@ -248,8 +254,8 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
         st = tl_tokenizer_load_file(s.tokenizer, ck.cfg.vocab_size, ck.label, &b->tok,
                                     error, error_cap);
     } else if (b->model.ck.gguf) {
-        st = tl_tokenizer_from_gguf(b->model.ck.gguf, ck.label, ck.cfg.vocab_size, &b->tok, error,
-                                    error_cap);
+        st = tl_vocab_from_gguf(b->model.ck.gguf, ck.label, ck.cfg.vocab_size, s.pre_tokenizer,
+                                &b->tok, error, error_cap);
     } else if (s.model[0]) {
         /* A user's model needs its own vocabulary: look beside it. */
         char path[4096];

@@ -1,5 +1,7 @@
 #include "tokenizer.h"
 
+#include "bpe.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,17 @@ static int parse_byte_piece(const char *s, int len)
 
 void tl_tokenizer_free(tl_tokenizer *t)
 {
+    if (t->bpe)
+        tl_bpe_free(t->bpe);
+    free(t->bpe);
+    if (t->raw) {
+        for (int i = 0; i < t->vocab_size; i++)
+            free(t->raw[i]);
+    }
+    free(t->raw);
+    free(t->raw_len);
+    free(t->types);
+    free(t->special);
     if (t->pieces) {
         for (int i = 0; i < t->vocab_size; i++)
             free(t->pieces[i]);
@@ -111,6 +124,7 @@ ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int 
         }
     }
     t.vocab_size = n;
+    t.add_bos = 1; /* SentencePiece's defaults; GGUF metadata may change them */
     t.bos_id = bos_id;
     t.eos_id = eos_id;
     t.unk_id = unk_id;
@@ -245,20 +259,18 @@ ilab_status tl_tokenizer_load_file(const char *path, int expected_vocab,
     return st;
 }
 
-/* Bytes in the UTF-8 sequence that starts with `c`, or 1 for a stray byte. */
-static int utf8_len(unsigned char c)
+/* Bytes of the UTF-8 sequence that starts with `c`, from its high bits
+ * alone (continuation bytes are not checked, as in llama.cpp). */
+static int lead_len(unsigned char c)
 {
-    if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) return 2;
-    if ((c & 0xF0) == 0xE0) return 3;
-    if ((c & 0xF8) == 0xF0) return 4;
-    return 1;
+    static const int len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return len[c >> 4];
 }
 
 /* One working symbol of the merge loop: a run of text bytes with its id. */
 typedef struct symbol {
     int start, len; /* into the prefixed text; len only grows */
-    int id;
+    int id;         /* -1: not a piece (byte fallback at the end) */
     int prev, next; /* linked list over live symbols; -1 at the ends */
 } symbol;
 
@@ -322,89 +334,258 @@ static void push_pair(const tl_tokenizer *t, const char *s, const symbol *sym, i
         heap_push(heap, n_heap, (candidate){t->scores[id], i, j, sym[i].len, sym[j].len, id});
 }
 
+/* SentencePiece BPE of one run of text (no special tokens in it), with the
+ * dummy-prefix space when `prefix`. */
+static ilab_status spm_encode(const tl_tokenizer *t, const char *text, size_t len, int prefix,
+                              tl_ids *out)
+{
+    if (len == 0)
+        return ILAB_OK;
+    if (len > (size_t)1 << 30)
+        return ILAB_OUT_OF_MEMORY;
+    /* The dummy prefix: SentencePiece sees "▁" + text, stored here as " ". */
+    size_t n_bytes = len + (prefix ? 1 : 0);
+    char *s = malloc(n_bytes);
+    symbol *sym = malloc(n_bytes * sizeof *sym);
+    /* Each merge pushes at most two candidates, on top of the initial ones. */
+    candidate *heap = malloc(3 * n_bytes * sizeof *heap);
+    if (!s || !sym || !heap) {
+        free(s); free(sym); free(heap);
+        return ILAB_OUT_OF_MEMORY;
+    }
+    if (prefix)
+        s[0] = ' ';
+    memcpy(s + (prefix ? 1 : 0), text, len);
+
+    /* Initial symbols: one per character, its length read from the lead
+     * byte; one that is not a piece stays whole (it may still merge) and
+     * falls back to its bytes at the end. */
+    int n_sym = 0;
+    for (size_t i = 0; i < n_bytes;) {
+        size_t cl = (size_t)lead_len((unsigned char)s[i]);
+        if (cl > n_bytes - i)
+            cl = n_bytes - i;
+        sym[n_sym] = (symbol){(int)i, (int)cl, lookup(t, s + i, (int)cl), n_sym - 1, n_sym + 1};
+        n_sym++;
+        i += cl;
+    }
+    sym[n_sym - 1].next = -1;
+    int n_heap = 0;
+    for (int i = 0; i < n_sym; i++)
+        push_pair(t, s, sym, i, heap, &n_heap);
+
+    /* Merge the best-scoring adjacent pair until none is in the vocabulary. */
+    while (n_heap > 0) {
+        candidate c = heap_pop(heap, &n_heap);
+        symbol *l = &sym[c.left], *r = &sym[c.right];
+        if (l->len != c.left_len || l->next != c.right || r->len != c.right_len)
+            continue; /* one side changed since this was pushed */
+        l->len += r->len;
+        l->id = c.id;
+        l->next = r->next;
+        if (r->next >= 0)
+            sym[r->next].prev = c.left;
+        r->len = -1; /* dead */
+        push_pair(t, s, sym, l->prev, heap, &n_heap);
+        push_pair(t, s, sym, c.left, heap, &n_heap);
+    }
+    ilab_status st = ILAB_OK;
+    for (int i = 0; i >= 0 && st == ILAB_OK; i = sym[i].next) {
+        if (sym[i].id >= 0) {
+            if (tl_ids_push(out, sym[i].id))
+                st = ILAB_OUT_OF_MEMORY;
+            continue;
+        }
+        for (int k = 0; k < sym[i].len; k++) {
+            int b = t->byte_id[(unsigned char)s[sym[i].start + k]];
+            if (tl_ids_push(out, b >= 0 ? b : t->unk_id))
+                st = ILAB_OUT_OF_MEMORY;
+        }
+    }
+    free(s); free(sym); free(heap);
+    return st;
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx);
+
+ilab_status tl_tokenizer_index_special(tl_tokenizer *t)
+{
+    free(t->special);
+    t->special = NULL;
+    t->n_special = 0;
+    if (!t->types)
+        return ILAB_OK;
+    int n = 0;
+    for (int i = 0; i < t->vocab_size; i++)
+        n += t->types[i] == TL_TOKEN_CONTROL || t->types[i] == TL_TOKEN_USER_DEFINED ||
+             t->types[i] == TL_TOKEN_UNKNOWN;
+    if (n == 0)
+        return ILAB_OK;
+    t->special = malloc((size_t)n * sizeof *t->special);
+    if (!t->special)
+        return ILAB_OUT_OF_MEMORY;
+    for (int i = 0; i < t->vocab_size; i++)
+        if (t->types[i] == TL_TOKEN_CONTROL || t->types[i] == TL_TOKEN_USER_DEFINED ||
+            t->types[i] == TL_TOKEN_UNKNOWN)
+            t->special[t->n_special++] = i;
+    /* Longest first, then by id (insertion sort: a stable order, no qsort_r). */
+    for (int i = 1; i < n; i++) {
+        int32_t v = t->special[i];
+        int j = i;
+        while (j > 0 && cmp_special(&v, &t->special[j - 1], t) < 0) {
+            t->special[j] = t->special[j - 1];
+            j--;
+        }
+        t->special[j] = v;
+    }
+    return ILAB_OK;
+}
+
+/* The text a special token is matched by: its stored form. */
+static const char *special_text(const tl_tokenizer *t, int id, int *len)
+{
+    if (t->kind == TL_TOKENIZER_BPE) {
+        *len = t->raw_len[id];
+        return t->raw[id];
+    }
+    *len = t->piece_len[id];
+    return t->pieces[id];
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx)
+{
+    const tl_tokenizer *t = ctx;
+    int x = *(const int32_t *)a, y = *(const int32_t *)b, lx, ly;
+    special_text(t, x, &lx);
+    special_text(t, y, &ly);
+    if (lx != ly)
+        return lx > ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* A run of the text: raw bytes [start, start + len) or one token. */
+typedef struct fragment {
+    size_t start, len;
+    int32_t token; /* -1 for raw text */
+} fragment;
+
+typedef struct fragments {
+    fragment *v;
+    size_t n, cap;
+} fragments;
+
+static int frag_insert(fragments *f, size_t at, fragment x)
+{
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? 2 * f->cap : 16;
+        fragment *nv = realloc(f->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        f->v = nv;
+        f->cap = nc;
+    }
+    memmove(&f->v[at + 1], &f->v[at], (f->n - at) * sizeof *f->v);
+    f->v[at] = x;
+    f->n++;
+    return 0;
+}
+
+static const char *find_bytes(const char *hay, size_t n, const char *needle, size_t m)
+{
+    if (m == 0 || m > n)
+        return NULL;
+    for (const char *p = hay; (p = memchr(p, needle[0], n - (size_t)(p - hay) - m + 1)); p++)
+        if (memcmp(p, needle, m) == 0)
+            return p;
+    return NULL;
+}
+
+/* llama.cpp's special-token partition: for each special token, longest
+ * first, every raw fragment is split around each of its occurrences. */
+static int partition(const tl_tokenizer *t, const char *text, size_t len, int parse_special,
+                     fragments *f)
+{
+    if (frag_insert(f, 0, (fragment){0, len, -1}) != 0)
+        return -1;
+    for (int k = 0; k < t->n_special; k++) {
+        int id = t->special[k], m;
+        if (!parse_special && t->types[id] != TL_TOKEN_USER_DEFINED)
+            continue;
+        const char *st = special_text(t, id, &m);
+        for (size_t i = 0; i < f->n; i++) {
+            fragment fr = f->v[i];
+            if (fr.token >= 0)
+                continue;
+            const char *hit = find_bytes(text + fr.start, fr.len, st, (size_t)m);
+            if (!hit)
+                continue;
+            size_t at = (size_t)(hit - text), end = fr.start + fr.len;
+            /* Replace fr by [left] token [right]; the right part is looked
+             * at again on the next iteration. */
+            f->v[i] = (fragment){fr.start, at - fr.start, -1};
+            size_t pos = i + 1;
+            if (f->v[i].len == 0) {
+                f->v[i] = (fragment){at, (size_t)m, id};
+            } else if (frag_insert(f, pos++, (fragment){at, (size_t)m, id}) != 0) {
+                return -1;
+            } else {
+                i++;
+            }
+            if (at + (size_t)m < end &&
+                frag_insert(f, pos, (fragment){at + (size_t)m, end - at - (size_t)m, -1}) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size_t len,
+                                   int add_bos, int add_eos, int parse_special, int32_t *ids,
+                                   size_t cap, size_t *n)
+{
+    tl_ids out = {0};
+    fragments f = {0};
+    ilab_status st = ILAB_OK;
+    if (add_bos && tl_ids_push(&out, t->bos_id))
+        st = ILAB_OUT_OF_MEMORY;
+    if (st == ILAB_OK && len > 0 && partition(t, text, len, parse_special, &f) != 0)
+        st = ILAB_OUT_OF_MEMORY;
+    int prev_special = 1; /* SentencePiece: a dummy prefix at the start and after a special */
+    for (size_t i = 0; st == ILAB_OK && i < f.n; i++) {
+        const fragment *fr = &f.v[i];
+        if (fr->token >= 0) {
+            if (tl_ids_push(&out, fr->token))
+                st = ILAB_OUT_OF_MEMORY;
+            prev_special = 1;
+        } else if (t->kind == TL_TOKENIZER_BPE) {
+            st = tl_bpe_encode(t->bpe, text + fr->start, fr->len, &out);
+        } else {
+            st = spm_encode(t, text + fr->start, fr->len, prev_special, &out);
+            prev_special = 0;
+        }
+    }
+    if (st == ILAB_OK && add_eos && tl_ids_push(&out, t->eos_id))
+        st = ILAB_OUT_OF_MEMORY;
+    free(f.v);
+    if (st == ILAB_OK) {
+        for (size_t i = 0; i < out.n && i < cap; i++)
+            ids[i] = out.v[i];
+        *n = out.n;
+    }
+    free(out.v);
+    return st;
+}
+
 ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t len,
                                 int add_bos, int add_eos, int32_t *ids, size_t cap,
                                 size_t *n)
 {
-    size_t count = 0;
-#define EMIT(v) do { if (count < cap) ids[count] = (v); count++; } while (0)
-    if (add_bos)
-        EMIT(t->bos_id);
-    if (len > 0) {
-        if (len > (size_t)1 << 30)
-            return ILAB_OUT_OF_MEMORY;
-        /* The dummy prefix: SentencePiece sees "▁" + text, stored here as " ". */
-        size_t n_bytes = len + 1;
-        char *s = malloc(n_bytes);
-        symbol *sym = malloc(n_bytes * sizeof *sym);
-        /* Each merge pushes at most two candidates, on top of the initial ones. */
-        candidate *heap = malloc(3 * n_bytes * sizeof *heap);
-        if (!s || !sym || !heap) {
-            free(s); free(sym); free(heap);
-            return ILAB_OUT_OF_MEMORY;
-        }
-        s[0] = ' ';
-        memcpy(s + 1, text, len);
+    return tl_tokenizer_encode_ex(t, text, len, add_bos, add_eos, 0, ids, cap, n);
+}
 
-        /* Initial symbols: whole code points when the vocabulary has them, else
-         * one symbol per byte (byte fallback happens at the end). */
-        int n_sym = 0;
-        for (size_t i = 0; i < n_bytes;) {
-            int cl = utf8_len((unsigned char)s[i]);
-            if ((size_t)cl > n_bytes - i)
-                cl = 1;
-            for (int k = 1; k < cl; k++)
-                if (((unsigned char)s[i + (size_t)k] & 0xC0) != 0x80)
-                    cl = 1;
-            int id = lookup(t, s + i, cl);
-            if (id >= 0) {
-                sym[n_sym] = (symbol){(int)i, cl, id, n_sym - 1, n_sym + 1};
-                n_sym++;
-            } else {
-                for (int k = 0; k < cl; k++) {
-                    sym[n_sym] = (symbol){(int)i + k, 1, -1, n_sym - 1, n_sym + 1};
-                    n_sym++;
-                }
-            }
-            i += (size_t)cl;
-        }
-        sym[n_sym - 1].next = -1;
-        int n_heap = 0;
-        for (int i = 0; i < n_sym; i++)
-            push_pair(t, s, sym, i, heap, &n_heap);
-
-        /* Merge the best-scoring adjacent pair until none is in the vocabulary. */
-        while (n_heap > 0) {
-            candidate c = heap_pop(heap, &n_heap);
-            symbol *l = &sym[c.left], *r = &sym[c.right];
-            if (l->len != c.left_len || l->next != c.right || r->len != c.right_len)
-                continue; /* one side changed since this was pushed */
-            l->len += r->len;
-            l->id = c.id;
-            l->next = r->next;
-            if (r->next >= 0)
-                sym[r->next].prev = c.left;
-            r->len = -1; /* dead */
-            push_pair(t, s, sym, l->prev, heap, &n_heap);
-            push_pair(t, s, sym, c.left, heap, &n_heap);
-        }
-        for (int i = 0; i >= 0; i = sym[i].next) {
-            if (sym[i].id >= 0) {
-                EMIT(sym[i].id);
-                continue;
-            }
-            for (int k = 0; k < sym[i].len; k++) {
-                int b = t->byte_id[(unsigned char)s[sym[i].start + k]];
-                EMIT(b >= 0 ? b : t->unk_id);
-            }
-        }
-        free(s); free(sym); free(heap);
-    }
-    if (add_eos)
-        EMIT(t->eos_id);
-#undef EMIT
-    *n = count;
-    return ILAB_OK;
+const char *tl_tokenizer_kind_name(const tl_tokenizer *t)
+{
+    return t->kind == TL_TOKENIZER_BPE ? "byte-level BPE" : "sentencepiece";
 }
 
 static const char byte_chars[256] = {
@@ -419,9 +600,15 @@ static const char byte_chars[256] = {
 void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
                         const char **bytes, size_t *len)
 {
-    if (token == t->bos_id || token == t->eos_id) {
+    if (token == t->bos_id || token == t->eos_id ||
+        (t->types && t->types[token] == TL_TOKEN_CONTROL)) {
         *bytes = "";
         *len = 0;
+        return;
+    }
+    if (t->kind == TL_TOKENIZER_BPE) { /* pieces hold the decoded bytes */
+        *bytes = t->pieces[token];
+        *len = (size_t)t->piece_len[token];
         return;
     }
     const char *p = t->pieces[token];

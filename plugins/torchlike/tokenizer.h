@@ -17,7 +17,33 @@ typedef struct tl_piece_index {
     int id;
 } tl_piece_index;
 
+/* GGUF tokenizer.ggml.token_type values. */
+enum {
+    TL_TOKEN_NORMAL = 1,
+    TL_TOKEN_UNKNOWN = 2,
+    TL_TOKEN_CONTROL = 3,
+    TL_TOKEN_USER_DEFINED = 4,
+    TL_TOKEN_UNUSED = 5,
+    TL_TOKEN_BYTE = 6,
+};
+
+typedef enum tl_tokenizer_kind {
+    TL_TOKENIZER_SPM, /* SentencePiece BPE: tokenizer.bin, GGUF "llama" */
+    TL_TOKENIZER_BPE, /* byte-level BPE: GGUF "gpt2" (bpe.h) */
+} tl_tokenizer_kind;
+
+struct tl_bpe;
+
 typedef struct tl_tokenizer {
+    tl_tokenizer_kind kind;
+    unsigned char *types;   /* owned: a TL_TOKEN_* per id; NULL = all normal */
+    int add_bos, add_eos;   /* what the model's metadata asks for */
+    int32_t *special;       /* owned: control, user-defined and unknown ids, longest first */
+    int n_special;
+    struct tl_bpe *bpe;     /* owned; byte-level BPE only */
+    char **raw;             /* owned, BPE only: tokens as stored (mapped characters) */
+    int *raw_len;
+    char pre[48];           /* BPE: the pre-tokenizer rules in use */
     int vocab_size;
     int max_token_length;
     char **pieces;          /* owned; pieces[i] has piece_len[i] bytes (+ NUL) */
@@ -59,6 +85,22 @@ void tl_tokenizer_free(tl_tokenizer *t);
 ilab_status tl_tokenizer_encode(const tl_tokenizer *t, const char *text, size_t len,
                                 int add_bos, int add_eos, int32_t *ids, size_t cap,
                                 size_t *n);
+
+/* As tl_tokenizer_encode; with parse_special, control (and unknown-type)
+ * tokens written in the text are matched as single tokens. User-defined
+ * tokens always are (as llama.cpp's tokenizer does). add_bos and add_eos are
+ * obeyed as given; t->add_bos and t->add_eos say what the model's metadata
+ * asks for, for the caller to choose them. */
+ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size_t len,
+                                   int add_bos, int add_eos, int parse_special, int32_t *ids,
+                                   size_t cap, size_t *n);
+
+/* After the pieces are set: the special-token list from t->types (which may
+ * stay NULL). Returns ILAB_OUT_OF_MEMORY or ILAB_OK. */
+ilab_status tl_tokenizer_index_special(tl_tokenizer *t);
+
+/* "sentencepiece" or "byte-level BPE". */
+const char *tl_tokenizer_kind_name(const tl_tokenizer *t);
 
 /* The bytes `token` contributes after `prev` (-1 at the start of text):
  * BOS/EOS give "", byte-fallback tokens their byte, and the leading space of
