@@ -208,61 +208,12 @@ void tl_chat_vocab_free(tl_chat_vocab *cv)
     memset(cv, 0, sizeof *cv);
 }
 
-/* The special token at `p` (longest first), or NULL. */
-static const tl_special *special_at(const tl_chat_vocab *cv, const char *p, size_t left)
-{
-    for (size_t i = 0; i < cv->n_specials; i++)
-        if (cv->specials[i].len <= left && !memcmp(p, cv->specials[i].text, cv->specials[i].len))
-            return &cv->specials[i];
-    return NULL;
-}
-
-/* Write `id` at ids[*n] when there is room; *n counts ids needed. */
-static void put(int32_t id, int32_t *ids, size_t cap, size_t *n)
-{
-    if (*n < cap)
-        ids[*n] = id;
-    (*n)++;
-}
-
-static ilab_status encode_text(const tl_tokenizer *tok, const char *text, size_t len, int32_t *ids,
-                               size_t cap, size_t *n)
-{
-    size_t room = *n < cap ? cap - *n : 0, got = 0;
-    ilab_status st = tl_tokenizer_encode(tok, text, len, 0, 0, room ? ids + *n : NULL, room, &got);
-    *n += got;
-    return st;
-}
-
+/* Special tokens are split out by the tokenizer itself, as llama.cpp
+ * partitions text before tokenizing each piece (tokenizer.c). */
 ilab_status tl_chat_encode(const tl_chat_vocab *cv, const tl_tokenizer *tok, const char *text,
                            size_t len, int add_bos, int add_eos, int32_t *ids, size_t cap,
                            size_t *n)
 {
-    *n = 0;
-    if (add_bos && tok->bos_id >= 0)
-        put(tok->bos_id, ids, cap, n);
-    size_t start = 0;
-    for (size_t i = 0; i < len;) {
-        const tl_special *sp = special_at(cv, text + i, len - i);
-        if (!sp) {
-            i++;
-            continue;
-        }
-        if (i > start) {
-            ilab_status st = encode_text(tok, text + start, i - start, ids, cap, n);
-            if (st != ILAB_OK)
-                return st;
-        }
-        put(sp->id, ids, cap, n);
-        i += sp->len;
-        start = i;
-    }
-    if (len > start) {
-        ilab_status st = encode_text(tok, text + start, len - start, ids, cap, n);
-        if (st != ILAB_OK)
-            return st;
-    }
-    if (add_eos && tok->eos_id >= 0)
-        put(tok->eos_id, ids, cap, n);
-    return ILAB_OK;
+    (void)cv;
+    return tl_tokenizer_encode_ex(tok, text, len, add_bos, add_eos, 1, ids, cap, n);
 }
