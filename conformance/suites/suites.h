@@ -114,6 +114,11 @@ conf_result conf_cch6_fork_slope(conf_env *env, char *msg, size_t cap);
 conf_result conf_thr1_stress(conf_env *env, char *msg, size_t cap);
 conf_result conf_thr2_stress(conf_env *env, char *msg, size_t cap);
 conf_result conf_prb1_reason_capacities(conf_env *env, char *msg, size_t cap);
+/* config_domain.c: probe() and create() over every configuration key's values */
+conf_result conf_cfg_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap);
 conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
@@ -121,6 +126,7 @@ conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
 
 /* the validation layer's verdicts (validation.c) */
 conf_result conf_val_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_prb2(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_abi7(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_abi9(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_tok3(conf_env *env, char *msg, size_t cap);

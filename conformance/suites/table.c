@@ -27,6 +27,11 @@ static const conf_test tests[] = {
     T("probe.PRB-1.reason_on_every_call", "PRB-1", CONF_NEED_PROBE, conf_prb1_repeated),
     T("probe.PRB-1.reason_every_capacity", "PRB-1", CONF_NEED_PROBE, conf_prb1_reason_capacities),
     T("probe.PRB-3.repeatable", "PRB-3", CONF_NEED_PROBE, conf_prb1_repeated),
+    /* the configuration's domain (config_domain.c): one sweep, reported per clause */
+    T("config.PRB-1.every_configuration", "PRB-1", CONF_NEED_PROBE, conf_cfg_prb1),
+    T("config.PRB-2.every_configuration", "PRB-2", CONF_NEED_PROBE, conf_cfg_prb2),
+    T("config.PRB-3.every_configuration", "PRB-3", CONF_NEED_PROBE, conf_cfg_prb3),
+    T("config.ERR-5.every_configuration", "ERR-5", CONF_NEED_PROBE, conf_cfg_err5),
     T("abi.ABI-3.host_table_sizes", "ABI-3", CONF_NEED_PROBE, conf_abi3_host_table_sizes),
     T("abi.ABI-3.model_info_every_size", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_model_info_sizes),
     T("abi.ABI-3.batch_item_sizes", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_item_sizes),
@@ -154,6 +159,7 @@ static const conf_test tests[] = {
 
     /* the validation layer's verdicts over every call above (validation.c) */
     T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
+    T("validation.PRB-2.every_call", "PRB-2", CONF_NEED_PLUGIN, conf_val_prb2),
     T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),
     T("validation.ABI-9.every_call", "ABI-9", CONF_NEED_PLUGIN, conf_val_abi9),
     T("validation.TOK-3.every_call", "TOK-3", CONF_NEED_PLUGIN, conf_val_tok3),
