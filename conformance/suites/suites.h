@@ -119,6 +119,20 @@ conf_result conf_cfg_prb1(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap);
+/* first_failure.c: each refusal as the first failure of a fresh instance */
+conf_result conf_ff_err1(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_err4(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch4(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch5(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_log6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_tok6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_tok8(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_err3(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_str9(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_str3(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_abi3(conf_env *env, char *msg, size_t cap);
+
 conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);

@@ -158,6 +158,19 @@ static const conf_test tests[] = {
     T("lifetime.CCH-10.random_instance_programs", "CCH-10", CONF_NEED_INSTANCE, conf_life_random_programs),
 
     /* the validation layer's verdicts over every call above (validation.c) */
+    /* refusals as the first failure of a fresh instance (first_failure.c) */
+    T("refusal.ERR-1.first_failure_fresh_instance", "ERR-1", CONF_NEED_INSTANCE, conf_ff_err1),
+    T("refusal.ERR-4.first_failure_fresh_instance", "ERR-4", CONF_NEED_INSTANCE, conf_ff_err4),
+    T("refusal.CCH-4.first_failure_fresh_instance", "CCH-4", CONF_NEED_INSTANCE, conf_ff_cch4),
+    T("refusal.CCH-6.first_failure_fresh_instance", "CCH-6", CONF_NEED_INSTANCE, conf_ff_cch6),
+    T("refusal.CCH-5.first_failure_fresh_instance", "CCH-5", CONF_NEED_INSTANCE, conf_ff_cch5),
+    T("refusal.LOG-6.first_failure_fresh_instance", "LOG-6", CONF_NEED_INSTANCE, conf_ff_log6),
+    T("refusal.TOK-6.first_failure_fresh_instance", "TOK-6", CONF_NEED_INSTANCE, conf_ff_tok6),
+    T("refusal.TOK-8.first_failure_fresh_instance", "TOK-8", CONF_NEED_INSTANCE, conf_ff_tok8),
+    T("refusal.ERR-3.first_failure_fresh_instance", "ERR-3", CONF_NEED_INSTANCE, conf_ff_err3),
+    T("refusal.STR-9.first_failure_fresh_instance", "STR-9", CONF_NEED_INSTANCE, conf_ff_str9),
+    T("refusal.STR-3.first_failure_fresh_instance", "STR-3", CONF_NEED_INSTANCE, conf_ff_str3),
+    T("refusal.ABI-3.first_failure_fresh_instance", "ABI-3", CONF_NEED_INSTANCE, conf_ff_abi3),
     T("validation.PRB-1.every_call", "PRB-1", CONF_NEED_PLUGIN, conf_val_prb1),
     T("validation.PRB-2.every_call", "PRB-2", CONF_NEED_PLUGIN, conf_val_prb2),
     T("validation.ABI-7.every_call", "ABI-7", CONF_NEED_PLUGIN, conf_val_abi7),
