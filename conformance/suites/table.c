@@ -78,6 +78,7 @@ static const conf_test tests[] = {
     T("cache.CCH-1.random_decode_programs", "CCH-1", CONF_NEED_INSTANCE, conf_cch_random_decode),
     T("cache.CCH-2.random_chunk_programs", "CCH-2", CONF_NEED_INSTANCE, conf_cch_random_chunks),
     T("logits.LOG-5.random_row_programs", "LOG-5", CONF_NEED_INSTANCE, conf_log5_random_rows),
+    T("logits.LOG-1.random_null_logits_programs", "LOG-1", CONF_NEED_INSTANCE, conf_log1_random_null_rows),
     T("cache.CCH-9.random_length_programs", "CCH-9", CONF_NEED_INSTANCE, conf_cch9_random_lengths),
     T("cache.CCH-3.random_fork_programs", "CCH-3", CONF_NEED_INSTANCE, conf_cch_random_fork),
     T("cache.CCH-4.random_truncate_programs", "CCH-4", CONF_NEED_INSTANCE, conf_cch_random_truncate),
