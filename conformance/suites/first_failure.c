@@ -268,6 +268,7 @@ static void run_kind(conf_env *env, int kind)
         case 18:
             x.what = "a request struct_size just below ABI 1.0's", x.clause = C_ABI3, want = ILAB_ABI_MISMATCH;
             req.struct_size = (uint32_t)offsetof(ilab_generate_request_t, top_logprobs);
+            req.request_id = 0; /* a request too short to read is answered as request 0 (the layer's view) */
             break;
         default: x.what = NULL; break;
         }
