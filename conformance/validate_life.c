@@ -101,9 +101,13 @@ static ilab_status w_create(const ilab_host_t *host, const ilab_config_entry_t *
         val_buf_close(&b);
     }
     if (out) {
-        val_checked("ERR-5");
+        /* UNAVAILABLE writes nothing to *out (PRB-2); any other failure
+         * neither (ERR-5) */
+        const char *clause = st == ILAB_UNAVAILABLE ? "PRB-2" : "ERR-5";
+        val_checked(clause);
         if (st != ILAB_OK && local != sentinel)
-            val_violation("ERR-5", "create", "returned %s and wrote *out", ilab_status_name(st));
+            val_violation(clause, "create", "returned %s and wrote *out (%p)", ilab_status_name(st),
+                          (void *)local);
         if (st == ILAB_OK && (local == sentinel || !local))
             val_violation("ERR-1", "create", "returned OK without an instance in *out");
         if (st == ILAB_OK && local != sentinel) {

@@ -32,6 +32,7 @@ typedef struct slot {
     ilab_seq_t handle;
     int32_t *tokens; /* what the sequence holds, max_context long */
     int32_t len;
+    bool may_share;  /* forked from or into: its blocks may be shared (copy on write) */
 } slot;
 
 /* Logits of one prefix computed from scratch: the reference. */
@@ -261,6 +262,7 @@ static bool op_create(runner *r, const cprog_op *op)
     s->live = true;
     s->handle = h;
     s->len = 0;
+    s->may_share = false;
     return true;
 }
 
@@ -272,6 +274,7 @@ static void forget_slot(runner *r, slot *s)
         r->stale[r->n_stale - 1] = s->handle;
     s->live = false;
     s->len = 0;
+    s->may_share = false;
 }
 
 static bool op_free(runner *r, const cprog_op *op)
@@ -307,6 +310,7 @@ static bool op_fork(runner *r, const cprog_op *op)
     dst->live = true;
     dst->handle = h;
     dst->len = src->len;
+    dst->may_share = src->may_share = true;
     memcpy(dst->tokens, src->tokens, (size_t)src->len * sizeof *src->tokens);
     return true;
 }
@@ -390,6 +394,70 @@ static void plan_eval(const runner *r, const cprog_op *op, eval_plan *p)
     }
 }
 
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Is OUT_OF_MEMORY an answer the contract allows for this batch (within
+ * max_context)? With cache.stats (CCH-10): only when the blocks the batch
+ * could take exceed the free ones — counted generously, a sequence that may
+ * share blocks with a fork counted as copying all it holds, so no correct
+ * copy-on-write scheme is called wrong. Without it: never when the batch's
+ * one sequence is the only one live (a sequence fills to max_context,
+ * CCH-5); otherwise the pool is unknown and the refusal stands. */
+static bool oom_permitted(runner *r, const eval_plan *p)
+{
+    char e[256];
+    if (r->env->m->cache_stats && r->env->api->cache_stats) {
+        ilab_cache_stats_t cs = {.struct_size = sizeof cs};
+        ilab_status st = r->env->api->cache_stats(r->be, &cs);
+        if (st != ILAB_OK || cs.block_size < 1)
+            FAIL("cache_stats() after an eval() refused with OUT_OF_MEMORY returned %s (block_size %d)",
+                 ilab_status_name(st), cs.block_size);
+        int64_t bs = cs.block_size, need = 0;
+        for (int i = 0; i < p->n_items; i++) {
+            const slot *s = &r->slots[p->sidx[i]];
+            int64_t before = p->before[i], after = before + p->n[i];
+            need += ceil_div(after, bs) - ceil_div(before, bs);
+            if (s->may_share)
+                need += ceil_div(before, bs); /* every block it holds may need a private copy */
+        }
+        if (need * bs <= cs.free_positions)
+            FAIL("eval() of %d item(s) within max_context returned OUT_OF_MEMORY (%s), though it "
+                 "needs at most %lld block(s) of %lld positions and cache_stats() says %lld "
+                 "positions are free (CCH-10)", p->n_items, conf_last_error(r->env, e, sizeof e),
+                 (long long)need, (long long)bs, (long long)cs.free_positions);
+        return true;
+    }
+    int live = 0;
+    for (int s = 0; s < MAX_SLOTS; s++)
+        live += r->slots[s].live;
+    if (p->n_items == 1 && live == 1)
+        FAIL("eval() of %d token(s) into the only live sequence (length %d, max_context %d) returned "
+             "OUT_OF_MEMORY (%s): one sequence must fill to max_context (CCH-5)", p->n[0], p->before[0],
+             r->max_ctx, conf_last_error(r->env, e, sizeof e));
+    return true;
+}
+
+/* Free every live sequence the plan does not name. false: none to free. */
+static bool free_others(runner *r, const eval_plan *p)
+{
+    bool freed = false;
+    for (int s = 0; s < MAX_SLOTS; s++) {
+        bool named = false;
+        for (int i = 0; i < p->n_items; i++)
+            named |= p->sidx[i] == s;
+        if (!r->slots[s].live || named)
+            continue;
+        if (r->env->api->seq_free(r->be, r->slots[s].handle) != ILAB_OK)
+            continue; /* lengths_agree() and the next free report it */
+        forget_slot(r, &r->slots[s]);
+        freed = true;
+    }
+    return freed;
+}
+
 static bool op_eval(runner *r, const cprog_op *op)
 {
     eval_plan p;
@@ -411,12 +479,32 @@ static bool op_eval(runner *r, const cprog_op *op)
             goto out;
         }
         item_tokens(r, op, i, toks[i], p.n[i]);
+        /* One item in six passes logits NULL: nothing written, the tokens
+         * still appended (LOG-1), which later rows of the sequence show. */
+        bool no_rows = (op->tseed >> (3 * i)) % 6 == 5;
         items[i] = (ilab_batch_item_t){.struct_size = sizeof items[i], .seq = r->slots[p.sidx[i]].handle,
                                        .tokens = toks[i], .n_tokens = p.n[i],
-                                       .flags = p.all[i] ? ILAB_EVAL_ALL_LOGITS : 0, .logits = rows[i]};
+                                       .flags = p.all[i] ? ILAB_EVAL_ALL_LOGITS : 0,
+                                       .logits = no_rows ? NULL : rows[i]};
         ptrs[i] = &items[i];
     }
+    bool retried = false;
+retry:;
     ilab_status st = r->env->api->eval(r->be, ptrs, (size_t)p.n_items);
+    if (st == ILAB_OUT_OF_MEMORY && !p.overflows) {
+        /* Within max_context a full pool may refuse (CCH-10); a pool with
+         * room for the batch may not. Refused, nothing changed (CCH-8); then
+         * the other sequences are freed and the batch tried once more, so
+         * the program goes on exercising the cache. */
+        if (!oom_permitted(r, &p) || !lengths_agree(r))
+            goto out;
+        if (!retried && free_others(r, &p)) {
+            retried = true;
+            goto retry;
+        }
+        ok = true;
+        goto out;
+    }
     if (p.overflows) {
         if (st != ILAB_CONTEXT_OVERFLOW) {
             snprintf(r->msg, r->cap, "eval() of %d item(s), one passing max_context %d, returned %s, "
@@ -441,7 +529,7 @@ static bool op_eval(runner *r, const cprog_op *op)
         s->len += p.n[i];
     }
     for (int i = 0; i < p.n_items; i++)
-        if (!rows_match(r, &r->slots[p.sidx[i]], p.before[i], p.n[i], p.all[i], rows[i], p.sidx[i]))
+        if (items[i].logits && !rows_match(r, &r->slots[p.sidx[i]], p.before[i], p.n[i], p.all[i], rows[i], p.sidx[i]))
             goto out;
     ok = true;
 out:
@@ -452,17 +540,42 @@ out:
     return ok;
 }
 
-/* Stale handles stay refused whatever happened since. */
+/* Stale handles stay refused whatever happened since, in every call that
+ * names a sequence (CCH-6): seq_length, seq_truncate and seq_free for
+ * each, seq_fork and eval for the most recent; the live sequences'
+ * lengths, checked after, show a refused call that touched a slot's new
+ * owner. */
 static bool stale_refused(runner *r)
 {
+    const ilab_backend_api_t *api = r->env->api;
     for (int i = 0; i < r->n_stale; i++) {
+        ilab_seq_t h = r->stale[i];
         int32_t len;
-        ilab_status st = r->env->api->seq_length(r->be, r->stale[i], &len);
+        ilab_status st = api->seq_length(r->be, h, &len);
         if (st != ILAB_INVALID_ARGUMENT)
             FAIL("seq_length(handle %" PRIu64 ", freed earlier) returned %s, want INVALID_ARGUMENT "
-                 "(CCH-6)", r->stale[i], ilab_status_name(st));
+                 "(CCH-6)", h, ilab_status_name(st));
+        if (r->env->m->cache_truncate && (st = api->seq_truncate(r->be, h, 0)) != ILAB_INVALID_ARGUMENT)
+            FAIL("seq_truncate(handle %" PRIu64 ", freed earlier, 0) returned %s, want INVALID_ARGUMENT "
+                 "(CCH-6)", h, ilab_status_name(st));
+        if ((st = api->seq_free(r->be, h)) != ILAB_INVALID_ARGUMENT)
+            FAIL("seq_free(handle %" PRIu64 ", freed earlier) returned %s, want INVALID_ARGUMENT (CCH-6)", h,
+                 ilab_status_name(st));
+        if (i != r->n_stale - 1)
+            continue;
+        ilab_seq_t child = 0;
+        if (r->env->m->cache_fork && (st = api->seq_fork(r->be, h, &child)) != ILAB_INVALID_ARGUMENT)
+            FAIL("seq_fork(handle %" PRIu64 ", freed earlier) returned %s, want INVALID_ARGUMENT (CCH-6)", h,
+                 ilab_status_name(st));
+        int32_t tok = 0;
+        conf_prompt_tokens(r->env, h, &tok, 1);
+        ilab_batch_item_t item = {.struct_size = sizeof item, .seq = h, .tokens = &tok, .n_tokens = 1};
+        const ilab_batch_item_t *items[1] = {&item};
+        if ((st = api->eval(r->be, items, 1)) != ILAB_INVALID_ARGUMENT)
+            FAIL("eval() of handle %" PRIu64 ", freed earlier, returned %s, want INVALID_ARGUMENT (CCH-6)", h,
+                 ilab_status_name(st));
     }
-    return true;
+    return lengths_agree(r);
 }
 
 static bool run_op(runner *r, const cprog_op *op)
@@ -711,6 +824,11 @@ conf_result conf_cch_random_lifecycle(conf_env *env, char *msg, size_t cap)
 conf_result conf_cch_random_batched(conf_env *env, char *msg, size_t cap)
 {
     return random_programs(env, CPROG_MIX_BATCHED, "CCH-7", msg, cap);
+}
+
+conf_result conf_log1_random_null_rows(conf_env *env, char *msg, size_t cap)
+{
+    return random_programs(env, CPROG_MIX_BATCHED, "LOG-1", msg, cap);
 }
 
 conf_result conf_log5_random_rows(conf_env *env, char *msg, size_t cap)

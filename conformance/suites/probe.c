@@ -1,5 +1,6 @@
 /* PRB clauses: availability. These run for unavailable plugins too; they
  * are how the harness learns the reason every other test skips with. */
+#include <stdint.h>
 #include <string.h>
 
 #include "suites.h"
@@ -28,15 +29,16 @@ conf_result conf_prb2_refuses(conf_env *env, char *msg, size_t cap)
         CONF_MSG("available; create() succeeded");
         return CONF_PASS;
     }
-    ilab_backend_t *b = NULL;
+    ilab_backend_t *const untouched = (ilab_backend_t *)(uintptr_t)0x5eedf00d, *b = untouched;
     char err[512] = "";
     ilab_status st = env->api->create(env->host, env->config, env->n_config, err,
                                       sizeof err, &b);
     if (st == ILAB_UNAVAILABLE) {
-        CONF_CHECK(b == NULL, "create() returned UNAVAILABLE but wrote an instance");
+        CONF_CHECK(b == untouched, "create() returned UNAVAILABLE but wrote *out (%p)", (void *)b);
         CONF_CHECK(err[0], "create() returned UNAVAILABLE without a reason");
-        CONF_CHECK(strstr(err, env->reason) || strstr(env->reason, err),
-                   "create() gave a different reason than probe(): '%s' vs '%s'", err, env->reason);
+        CONF_CHECK(strcmp(err, env->reason) == 0,
+                   "create() gave a different reason than probe(): '%s' vs '%s' (the same, byte for byte)",
+                   err, env->reason);
         return CONF_PASS;
     }
     if (st != ILAB_OK) {

@@ -117,6 +117,26 @@ conf_result conf_cch6_fork_slope(conf_env *env, char *msg, size_t cap);
 conf_result conf_thr1_stress(conf_env *env, char *msg, size_t cap);
 conf_result conf_thr2_stress(conf_env *env, char *msg, size_t cap);
 conf_result conf_prb1_reason_capacities(conf_env *env, char *msg, size_t cap);
+/* config_domain.c: probe() and create() over every configuration key's values */
+conf_result conf_cfg_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap);
+/* first_failure.c: each refusal as the first failure of a fresh instance */
+conf_result conf_log1_random_null_rows(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_err1(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_err4(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch4(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_cch5(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_log6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_tok6(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_tok8(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_err3(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_str9(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_str3(conf_env *env, char *msg, size_t cap);
+conf_result conf_ff_abi3(conf_env *env, char *msg, size_t cap);
+
 conf_result conf_log1_rows_sweep(conf_env *env, char *msg, size_t cap);
 conf_result conf_log4_largest(conf_env *env, char *msg, size_t cap);
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
@@ -124,6 +144,7 @@ conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap);
 
 /* the validation layer's verdicts (validation.c) */
 conf_result conf_val_prb1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_prb2(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_abi7(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_abi9(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_tok3(conf_env *env, char *msg, size_t cap);

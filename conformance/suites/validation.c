@@ -13,6 +13,7 @@
     }
 
 VERDICT(conf_val_prb1, "PRB-1")
+VERDICT(conf_val_prb2, "PRB-2")
 VERDICT(conf_val_abi7, "ABI-7")
 VERDICT(conf_val_abi9, "ABI-9")
 VERDICT(conf_val_tok3, "TOK-3")
