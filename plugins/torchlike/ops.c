@@ -313,55 +313,68 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_sc
                 (int)out->stride[0]);
 }
 
-void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight)
+static void rmsnorm_row(float *o, const float *x, const float *weight, size_t d, float eps)
 {
-    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
-    for (size_t t = 0; t < T; t++) {
-        const float *xr = tl_tensor_row(x, t);
-        float *o = tl_tensor_row(out, t);
-        float ss = 0.0f;
-        for (size_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        ss /= (float)d;
-        ss += 1e-5f;
-        ss = 1.0f / sqrtf(ss);
-        for (size_t i = 0; i < d; i++)
-            o[i] = weight[i] * (ss * xr[i]);
-    }
+    float ss = 0.0f;
+    for (size_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    ss /= (float)d;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (size_t i = 0; i < d; i++)
+        o[i] = weight[i] * (ss * x[i]);
 }
 
-ilab_status tl_rope_table(int seq_len, int head_size, float **cos_out, float **sin_out)
+void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight, float eps)
 {
-    size_t half = (size_t)head_size / 2;
-    float *c = malloc((size_t)seq_len * half * sizeof(float));
-    float *s = malloc((size_t)seq_len * half * sizeof(float));
+    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
+    for (size_t t = 0; t < T; t++)
+        rmsnorm_row(tl_tensor_row(out, t), tl_tensor_row(x, t), weight, d, eps);
+}
+
+void tl_rmsnorm_slices(float *x, int n, int size, const float *weight, float eps)
+{
+    for (int i = 0; i < n; i += size)
+        rmsnorm_row(x + i, x + i, weight, (size_t)size, eps);
+}
+
+ilab_status tl_rope_table(int seq_len, const tl_rope_params *p, float **cos_out, float **sin_out)
+{
+    size_t half = (size_t)p->n_rot / 2;
+    float *c = malloc((size_t)seq_len * half * sizeof(float) + 1);
+    float *s = malloc((size_t)seq_len * half * sizeof(float) + 1);
     if (!c || !s) {
         free(c);
         free(s);
         return ILAB_OUT_OF_MEMORY;
     }
     for (int pos = 0; pos < seq_len; pos++)
-        for (int head_dim = 0; head_dim < head_size; head_dim += 2) {
-            float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)head_size);
-            float val = (float)pos * freq;
-            c[(size_t)pos * half + (size_t)head_dim / 2] = cosf(val);
-            s[(size_t)pos * half + (size_t)head_dim / 2] = sinf(val);
+        for (int d = 0; d < p->n_rot; d += 2) {
+            float freq = 1.0f / powf(p->base, (float)d / (float)p->n_rot);
+            if (p->factors)
+                freq /= p->factors[d / 2];
+            float val = (float)pos * freq * p->freq_scale;
+            c[(size_t)pos * half + (size_t)d / 2] = cosf(val);
+            s[(size_t)pos * half + (size_t)d / 2] = sinf(val);
         }
     *cos_out = c;
     *sin_out = s;
     return ILAB_OK;
 }
 
-void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
-                 const float *sin_row)
+void tl_rope_row(float *x, int n_features, int head_size, int n_rot, int neox,
+                 const float *cos_row, const float *sin_row)
 {
-    for (int i = 0; i < n_features; i += 2) {
-        int pair = (i % head_size) / 2;
-        float fcr = cos_row[pair], fci = sin_row[pair];
-        float v0 = x[i], v1 = x[i + 1];
-        x[i] = v0 * fcr - v1 * fci;
-        x[i + 1] = v0 * fci + v1 * fcr;
-    }
+    int half = n_rot / 2;
+    for (int h = 0; h < n_features; h += head_size)
+        for (int i = 0; i < half; i++) {
+            /* The pair's two features: adjacent, or half a rotation apart. */
+            float *a = neox ? &x[h + i] : &x[h + 2 * i];
+            float *b = neox ? &x[h + i + half] : &x[h + 2 * i + 1];
+            float fcr = cos_row[i], fci = sin_row[i], v0 = *a, v1 = *b;
+            *a = v0 * fcr - v1 * fci;
+            *b = v0 * fci + v1 * fcr;
+        }
 }
 
 void tl_softmax(float *x, int n)

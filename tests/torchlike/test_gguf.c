@@ -190,7 +190,8 @@ static unsigned char *small_gguf(breakage b, size_t *size)
     tl_gw_u32(&g, "llama.block_count", 1);
     tl_gw_u32(&g, "llama.feed_forward_length", H);
     tl_gw_u32(&g, "llama.attention.head_count", 2);
-    tl_gw_f32(&g, "llama.attention.layer_norm_rms_epsilon", b == BAD_EPSILON ? 1e-6f : 1e-5f);
+    if (b != BAD_EPSILON) /* required, as llama.cpp requires it */
+        tl_gw_f32(&g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     if (b == BAD_VALUE_TYPE) {
         /* a key whose value type is not a GGUF type */
         tl_gw_u32(&g, "x.bad", 0);
