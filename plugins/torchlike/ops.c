@@ -2,6 +2,7 @@
 
 #include "matmul_f16.h"
 #include "matmul_q8_0.h"
+#include "matmul_quant.h"
 #include "matvec_f32.h"
 
 #include <cblas.h>
@@ -207,6 +208,9 @@ static void matvec_task(void *ctxp, int begin, int end, int thread)
                 tl_matmul_q8_0(w, &a, 1, job->outs[p], 0, lo, hi);
                 break;
             }
+            default: /* the other block types and bf16 */
+                tl_matmul_dequant(w, job->x, (size_t)w->cols, 1, job->outs[p], 0, lo, hi);
+                break;
             }
         }
         base += w->rows;
@@ -261,6 +265,8 @@ static void typed_task(void *ctxp, int begin, int end, int thread)
     const typed_job *j = ctxp;
     if (j->w->type == TL_DTYPE_F16) {
         tl_matmul_f16(j->w, j->x, j->x_stride, j->T, j->out, j->out_stride, begin, end);
+    } else if (j->w->type != TL_DTYPE_Q8_0 && j->w->type != TL_DTYPE_Q8_0_R16) {
+        tl_matmul_dequant(j->w, j->x, j->x_stride, j->T, j->out, j->out_stride, begin, end);
     } else {
         tl_q8_act a = {j->xq->q, j->xq->scale, j->xq->sum};
         tl_matmul_q8_0(j->w, &a, j->T, j->out, j->out_stride, begin, end);
