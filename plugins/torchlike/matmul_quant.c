@@ -300,6 +300,14 @@ TL_TARGET_AVX2 static inline int32_t hsum_i32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+TL_TARGET_AVX2 static inline float hsum_f32(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 /* u . q over 32 bytes, as eight int32 partial sums */
 TL_TARGET_AVX2 static inline __m256i dot32(__m256i u, const int8_t *q)
 {
@@ -312,6 +320,35 @@ TL_TARGET_AVX2 static inline __m256i dot32_scaled(__m256i u, const int8_t *q, in
 {
     __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(const void *)q)), s);
+}
+
+/* Eight small ints (int32 lanes) as dwords holding the value in both int16
+ * halves; then SCALES2 picks the vpmaddwd factor vector whose first 16
+ * bytes' pairs get dword a's value and the last 16 bytes' dword b's. */
+TL_TARGET_AVX2 static inline __m256i dup16(__m256i v)
+{
+    v = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+#define SCALES2(v, a, b) _mm256_permutevar8x32_epi32((v), _mm256_setr_epi32(a, a, a, a, b, b, b, b))
+
+TL_TARGET_AVX2 static inline __m256i madd_by(__m256i u, const int8_t *q, __m256i scales)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(const void *)q)),
+                             scales);
+}
+
+/* sum over k < 8 of mn[k] * (bs[2k] + bs[2k + 1]), the mins as the bytes
+ * of two words (|bs| <= 16 * 127: pairs fit int16) */
+TL_TARGET_AVX2 static inline int32_t mins_dot(uint32_t mn_lo, uint32_t mn_hi, const int16_t *bs)
+{
+    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(const void *)bs),
+                                   _mm_loadu_si128((const __m128i *)(const void *)(bs + 8)));
+    __m128i m = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn_hi, (int)mn_lo));
+    __m128i s = _mm_madd_epi16(pairs, m);
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
 }
 
 /* a legacy block's 16 bytes of nibbles as 32 values: low nibbles first */
@@ -386,6 +423,7 @@ TL_TARGET_AVX2 static float q2_k_avx2(const void *row, const int8_t *q, const fl
     const tl_block_q2_k *b = row;
     const int16_t *bs = sums;
     const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 accf = _mm256_setzero_ps();
     float sum = 0.0f;
     for (int i = 0; i < nb; i++, q += 256, bs += 16) {
         const uint8_t *sc = b[i].scales;
@@ -401,9 +439,10 @@ TL_TARGET_AVX2 static float q2_k_avx2(const void *row, const int8_t *q, const fl
         int32_t msum = 0;
         for (int j = 0; j < 16; j++)
             msum += (sc[j] >> 4) * bs[j];
-        sum += step2(_cvtsh_ss(b[i].d), _cvtsh_ss(b[i].dmin), d[i], hsum_i32(acc), msum);
+        accf = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * d[i]), _mm256_cvtepi32_ps(acc), accf);
+        sum -= (_cvtsh_ss(b[i].dmin) * d[i]) * (float)msum;
     }
-    return sum;
+    return hsum_f32(accf) + sum;
 }
 
 TL_TARGET_AVX2 static float q3_k_avx2(const void *row, const int8_t *q, const float *d,
@@ -412,6 +451,7 @@ TL_TARGET_AVX2 static float q3_k_avx2(const void *row, const int8_t *q, const fl
     const tl_block_q3_k *b = row;
     const int16_t *bs = sums;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 accf = _mm256_setzero_ps();
     float sum = 0.0f;
     for (int i = 0; i < nb; i++, q += 256, bs += 16) {
         int sc[16];
@@ -431,64 +471,57 @@ TL_TARGET_AVX2 static float q3_k_avx2(const void *row, const int8_t *q, const fl
         int32_t off = 0;
         for (int j = 0; j < 16; j++)
             off += (sc[j] - 32) * bs[j];
-        sum += step2(_cvtsh_ss(b[i].d), 0.0f, d[i], hsum_i32(acc) - 4 * off, 0);
+        float dd = _cvtsh_ss(b[i].d) * d[i];
+        accf = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(acc), accf);
+        sum -= dd * (float)(4 * off);
     }
-    return sum;
+    return hsum_f32(accf) + sum;
+}
+
+/* Q4_K and Q5_K: with or without the fifth bits */
+TL_TARGET_AVX2 __attribute__((always_inline)) static inline float k4_avx2(const tl_block_q4_k *b4, const tl_block_q5_k *b5,
+                                           const int8_t *q, const float *d, const int16_t *bs, int nb)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    __m256 accf = _mm256_setzero_ps();
+    float sum = 0.0f;
+    for (int i = 0; i < nb; i++, q += 256, bs += 16) {
+        const uint8_t *scales = b5 ? b5[i].scales : b4[i].scales;
+        const uint8_t *qs = b5 ? b5[i].qs : b4[i].qs;
+        uint16_t dh = b5 ? b5[i].d : b4[i].d, mh = b5 ? b5[i].dmin : b4[i].dmin;
+        uint32_t sw[4];
+        tl_k4_scale_words(scales, sw);
+        __m256i s8 = dup16(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sw[1], (int)sw[0])));
+        __m256i hb = b5 ? _mm256_loadu_si256((const __m256i *)(const void *)b5[i].qh) : _mm256_setzero_si256();
+        __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (b5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
+            acc = _mm256_add_epi32(acc, madd_by(lo, q + 64 * c, SCALES2(s8, 2 * c, 2 * c)));
+            acc = _mm256_add_epi32(acc, madd_by(hi, q + 64 * c + 32, SCALES2(s8, 2 * c + 1, 2 * c + 1)));
+        }
+        accf = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dh) * d[i]), _mm256_cvtepi32_ps(acc), accf);
+        sum -= (_cvtsh_ss(mh) * d[i]) * (float)mins_dot(sw[2], sw[3], bs);
+    }
+    return hsum_f32(accf) + sum;
 }
 
 TL_TARGET_AVX2 static float q4_k_avx2(const void *row, const int8_t *q, const float *d,
                                       const void *sums, int nb)
 {
-    const tl_block_q4_k *b = row;
-    const int16_t *bs = sums;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    float sum = 0.0f;
-    for (int i = 0; i < nb; i++, q += 256, bs += 16) {
-        __m256i acc = _mm256_setzero_si256();
-        int32_t msum = 0;
-        for (int c = 0; c < 4; c++) {
-            int sc0, mn0, sc1, mn1;
-            tl_k4_scale_min(b[i].scales, 2 * c, &sc0, &mn0);
-            tl_k4_scale_min(b[i].scales, 2 * c + 1, &sc1, &mn1);
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            acc = _mm256_add_epi32(acc, dot32_scaled(lo, q + 64 * c, sc0, sc0));
-            acc = _mm256_add_epi32(acc, dot32_scaled(hi, q + 64 * c + 32, sc1, sc1));
-            msum += mn0 * (bs[4 * c] + bs[4 * c + 1]) + mn1 * (bs[4 * c + 2] + bs[4 * c + 3]);
-        }
-        sum += step2(_cvtsh_ss(b[i].d), _cvtsh_ss(b[i].dmin), d[i], hsum_i32(acc), msum);
-    }
-    return sum;
+    return k4_avx2(row, NULL, q, d, sums, nb);
 }
 
 TL_TARGET_AVX2 static float q5_k_avx2(const void *row, const int8_t *q, const float *d,
                                       const void *sums, int nb)
 {
-    const tl_block_q5_k *b = row;
-    const int16_t *bs = sums;
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    float sum = 0.0f;
-    for (int i = 0; i < nb; i++, q += 256, bs += 16) {
-        __m256i acc = _mm256_setzero_si256();
-        __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)b[i].qh);
-        int32_t msum = 0;
-        for (int c = 0; c < 4; c++) {
-            int sc0, mn0, sc1, mn1;
-            tl_k4_scale_min(b[i].scales, 2 * c, &sc0, &mn0);
-            tl_k4_scale_min(b[i].scales, 2 * c + 1, &sc1, &mn1);
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qs + 32 * c));
-            __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * c)), one);
-            __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * c + 1)), one);
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_slli_epi16(h0, 4));
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                                         _mm256_slli_epi16(h1, 4));
-            acc = _mm256_add_epi32(acc, dot32_scaled(lo, q + 64 * c, sc0, sc0));
-            acc = _mm256_add_epi32(acc, dot32_scaled(hi, q + 64 * c + 32, sc1, sc1));
-            msum += mn0 * (bs[4 * c] + bs[4 * c + 1]) + mn1 * (bs[4 * c + 2] + bs[4 * c + 3]);
-        }
-        sum += step2(_cvtsh_ss(b[i].d), _cvtsh_ss(b[i].dmin), d[i], hsum_i32(acc), msum);
-    }
-    return sum;
+    return k4_avx2(NULL, row, q, d, sums, nb);
 }
 
 TL_TARGET_AVX2 static float q6_k_avx2(const void *row, const int8_t *q, const float *d,
@@ -497,6 +530,7 @@ TL_TARGET_AVX2 static float q6_k_avx2(const void *row, const int8_t *q, const fl
     const tl_block_q6_k *b = row;
     const int16_t *bs = sums;
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    __m256 accf = _mm256_setzero_ps();
     float sum = 0.0f;
     for (int i = 0; i < nb; i++, q += 256, bs += 16) {
         const int8_t *sc = b[i].scales;
@@ -515,17 +549,17 @@ TL_TARGET_AVX2 static float q6_k_avx2(const void *row, const int8_t *q, const fl
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4)),
             };
-            for (int k = 0; k < 4; k++) {
-                int j = 8 * h + 2 * k;
-                acc = _mm256_add_epi32(acc, dot32_scaled(u[k], q + 128 * h + 32 * k, sc[j], sc[j + 1]));
-            }
+            __m256i s8 = dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sc + 8 * h))));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                acc = _mm256_add_epi32(acc, madd_by(u[k], q + 128 * h + 32 * k, SCALES2(s8, 2 * k, 2 * k + 1)));
         }
-        int32_t off = 0;
-        for (int j = 0; j < 16; j++)
-            off += sc[j] * bs[j];
-        sum += step2(_cvtsh_ss(b[i].d), 0.0f, d[i], hsum_i32(acc) - 32 * off, 0);
+        __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc)),
+                                        _mm256_loadu_si256((const __m256i *)(const void *)bs));
+        acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(off, 5));
+        accf = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * d[i]), _mm256_cvtepi32_ps(acc), accf);
     }
-    return sum;
+    return hsum_f32(accf) + sum;
 }
 #endif
 
@@ -584,8 +618,9 @@ void tl_matmul_quant_isa(tl_isa isa, const tl_matrix *w, const void *act, int T,
         q = a->q, scale = a->scale, sums = (const char *)a->sum;
         sums_stride = (size_t)nb * sizeof(int32_t);
     }
+    size_t row_bytes = tl_dtype_row_bytes(w->type, w->cols);
     for (int r = r0; r < r1; r++) {
-        const void *row = tl_matrix_row(w, r);
+        const void *row = (const unsigned char *)w->data + (size_t)r * row_bytes;
         for (int t = 0; t < T; t++)
             out[(size_t)t * (size_t)out_stride + (size_t)r] =
                 f(row, q + (size_t)t * (size_t)w->cols, scale + (size_t)t * (size_t)nb,

@@ -109,6 +109,21 @@ static inline void tl_k4_scale_min(const uint8_t *s, int k, int *sc, int *mn)
     }
 }
 
+/* All eight six-bit scales and mins of a Q4_K/Q5_K block at once (the
+ * values of tl_k4_scale_min): w[0] holds scales 0-3 as bytes (little-endian),
+ * w[1] scales 4-7, w[2] mins 0-3, w[3] mins 4-7. Words, not bytes, so a
+ * kernel can move them into vector registers without a trip through memory. */
+static inline void tl_k4_scale_words(const uint8_t *s, uint32_t w[4])
+{
+    uint32_t w0 = (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
+    uint32_t w1 = (uint32_t)s[4] | (uint32_t)s[5] << 8 | (uint32_t)s[6] << 16 | (uint32_t)s[7] << 24;
+    uint32_t w2 = (uint32_t)s[8] | (uint32_t)s[9] << 8 | (uint32_t)s[10] << 16 | (uint32_t)s[11] << 24;
+    w[0] = w0 & 0x3f3f3f3fu;
+    w[1] = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
+    w[2] = w1 & 0x3f3f3f3fu;
+    w[3] = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
+}
+
 /* The 16 six-bit scales of a Q3_K block, still offset by 32. */
 static inline void tl_q3k_scales(const uint8_t *s, int out[16])
 {
