@@ -123,7 +123,7 @@ static void check_norm(const file *f, const tl_checkpoint *ck, const float *v, i
                        const char *what)
 {
     const float *conv = ck->converted;
-    size_t n_conv = ((size_t)ck->cfg.n_layers * 2 + 1) * (size_t)ck->cfg.dim;
+    size_t n_conv = ck->converted_floats;
     bool in_conv = conv && v >= conv && v + dim <= conv + n_conv;
     FUZZ_CHECK(in_conv || inside(f, v, 4 * (uint64_t)dim), "%s outside the file", what);
 }
@@ -132,19 +132,21 @@ static void check_model(const file *f, tl_checkpoint *ck)
 {
     const tl_config *c = &ck->cfg;
     FUZZ_CHECK(c->dim > 0 && c->n_heads > 0 && c->n_kv_heads > 0 && c->dim % c->n_heads == 0 &&
-                   c->n_heads % c->n_kv_heads == 0 && (c->dim / c->n_heads) % 2 == 0 &&
-                   c->hidden_dim > 0 && c->n_layers > 0 && c->vocab_size > 0 && c->seq_len > 0,
+                   c->n_heads % c->n_kv_heads == 0 && c->head_size > 0 && c->n_rot % 2 == 0 &&
+                   c->n_rot <= c->head_size && c->hidden_dim > 0 && c->n_layers > 0 &&
+                   c->vocab_size > 0 && c->seq_len > 0,
                "inconsistent config");
-    int D = c->dim, H = c->hidden_dim, KV = c->dim / c->n_heads * c->n_kv_heads, V = c->vocab_size;
+    int D = c->dim, H = c->hidden_dim, Q = tl_config_q_dim(c), KV = tl_config_kv_dim(c);
+    int V = c->vocab_size;
     check_matrix(f, &ck->w.token_embedding, V, D, "token_embd");
     for (int l = 0; l < c->n_layers; l++) {
         const tl_layer_weights *L = &ck->w.layers[l];
         check_norm(f, ck, L->rms_att, D, "attn_norm");
         check_norm(f, ck, L->rms_ffn, D, "ffn_norm");
-        check_matrix(f, &L->wq, D, D, "attn_q");
+        check_matrix(f, &L->wq, Q, D, "attn_q");
         check_matrix(f, &L->wk, KV, D, "attn_k");
         check_matrix(f, &L->wv, KV, D, "attn_v");
-        check_matrix(f, &L->wo, D, D, "attn_output");
+        check_matrix(f, &L->wo, D, Q, "attn_output");
         check_matrix(f, &L->w1, H, D, "ffn_gate");
         check_matrix(f, &L->w2, D, H, "ffn_down");
         check_matrix(f, &L->w3, H, D, "ffn_up");

@@ -32,11 +32,11 @@ static void usage(FILE *out, int info)
 {
     if (info)
         fprintf(out, "usage: inferlab info NAME [--plugin FILE]... [--plugin-dir DIR]... [--config FILE]\n"
-                     "                     [--set PLUGIN.KEY=VAL]... [--allow-insecure-plugins] [--json]\n"
+                     "                     [--set PLUGIN.KEY=VAL]... [--model FILE] [--allow-insecure-plugins] [--json]\n"
                      "Show one plugin's manifest, probe result and file.\n");
     else
         fprintf(out, "usage: inferlab list [--plugin FILE]... [--plugin-dir DIR]... [--config FILE]\n"
-                     "                     [--set PLUGIN.KEY=VAL]... [--allow-insecure-plugins] [--json]\n"
+                     "                     [--set PLUGIN.KEY=VAL]... [--model FILE] [--allow-insecure-plugins] [--json]\n"
                      "List every plugin file found: name, version, ABI, capabilities, file, state\n"
                      "(available | unavailable: reason | rejected: reason | shadowed by FILE |\n"
                      "misconfigured: reason).\n");
@@ -53,7 +53,8 @@ static void usage(FILE *out, int info)
             info ? "no such plugin" : "no plugin found");
 }
 
-enum { OPT_PLUGIN_DIR = 256, OPT_PLUGIN, OPT_CONFIG, OPT_SET, OPT_INSECURE, OPT_JSON, OPT_HELP };
+enum { OPT_PLUGIN_DIR = 256, OPT_PLUGIN, OPT_CONFIG, OPT_SET, OPT_MODEL, OPT_INSECURE, OPT_JSON,
+       OPT_HELP };
 
 /* Returns -1 to go on, else the exit code (messages printed). */
 static int parse_list_options(int argc, char **argv, int info, list_options *o)
@@ -62,11 +63,12 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
                                              {"plugin", required_argument, NULL, OPT_PLUGIN},
                                              {"config", required_argument, NULL, OPT_CONFIG},
                                              {"set", required_argument, NULL, OPT_SET},
+                                             {"model", required_argument, NULL, OPT_MODEL},
                                              {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
                                              {"json", no_argument, NULL, OPT_JSON},
                                              {"help", no_argument, NULL, OPT_HELP},
                                              {NULL, 0, NULL, 0}};
-    const char *cmd = info ? "info" : "list", *config = NULL;
+    const char *cmd = info ? "info" : "list", *config = NULL, *model = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
     const char **files = calloc((size_t)argc + 1, sizeof *files);
@@ -85,6 +87,7 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
         case OPT_PLUGIN: files[n_files++] = optarg; break;
         case OPT_CONFIG: config = optarg; break;
         case OPT_SET: sets[n_sets++] = optarg; break;
+        case OPT_MODEL: model = optarg; break;
         case OPT_INSECURE: o->settings.allow_insecure_plugins = true; break;
         case OPT_JSON: o->json = 1; break;
         case 'h':
@@ -107,11 +110,12 @@ static int parse_list_options(int argc, char **argv, int info, list_options *o)
         rc = 2;
         goto out;
     }
-    char err[2048];
+    char err[2048] = "";
     if (ilab_settings_from_cli(&o->settings, config, sets, n_sets, dirs, n_dirs, err, sizeof err) !=
             ILAB_OK ||
-        ilab_settings_add_plugin_files(&o->settings, files, n_files, err, sizeof err) != ILAB_OK) {
-        fprintf(stderr, "inferlab %s: %s\n", cmd, err);
+        ilab_settings_add_plugin_files(&o->settings, files, n_files, err, sizeof err) != ILAB_OK ||
+        (model && ilab_settings_set_model(&o->settings, o->name, model) != ILAB_OK)) {
+        fprintf(stderr, "inferlab %s: %s\n", cmd, model && !err[0] ? "--model: out of memory" : err);
         rc = 2;
     }
 out:

@@ -35,6 +35,7 @@ static void run_usage(FILE *out)
             "  --backend NAME        plugin to use (default: settings' default_backend, torchlike)\n"
             "  --config FILE         YAML settings file (docs/configuration.md)\n"
             "  --set PLUGIN.KEY=VAL  override one configuration key (repeatable)\n"
+            "  --model FILE          the backend's model file (= --set BACKEND.model=FILE)\n"
             "  --plugin FILE         a plugin file, looked at before every folder; relative to the\n"
             "                        current folder (with or without a slash); with one and no\n"
             "                        --backend, the backend is its plugin\n"
@@ -230,7 +231,7 @@ static int on_event(void *user_data, const ilab_event_t *ev)
 /* --- the command ------------------------------------------------------------ */
 
 enum {
-    OPT_BACKEND = 256, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN, OPT_INSECURE, OPT_PROMPT,
+    OPT_BACKEND = 256, OPT_MODEL, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN, OPT_INSECURE, OPT_PROMPT,
     OPT_PROMPT_FILE,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE,
     OPT_FREQUENCY, OPT_SEED,
@@ -241,6 +242,7 @@ static const struct option run_long_options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"set", required_argument, NULL, OPT_SET},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
     {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
@@ -266,7 +268,7 @@ static const struct option run_long_options[] = {
 
 /* What the command line asked for. The strings point into argv. */
 typedef struct run_options {
-    const char *backend, *config, *prompt, *prompt_file;
+    const char *backend, *config, *prompt, *prompt_file, *model;
     const char **sets, **dirs, **files, **stops; /* owned arrays */
     size_t n_sets, n_dirs, n_files, n_stops;
     bool json, allow_insecure;
@@ -349,6 +351,7 @@ static int parse_run_options(int argc, char **argv, run_options *o)
         case OPT_BACKEND: o->backend = optarg; break;
         case OPT_CONFIG: o->config = optarg; break;
         case OPT_SET: o->sets[o->n_sets++] = optarg; break;
+        case OPT_MODEL: o->model = optarg; break;
         case OPT_PLUGIN_DIR: o->dirs[o->n_dirs++] = optarg; break;
         case OPT_PLUGIN: o->files[o->n_files++] = optarg; break;
         case OPT_INSECURE: o->allow_insecure = true; break;
@@ -466,8 +469,9 @@ int ilab_cmd_run(int argc, char **argv)
         goto out;
     if (ilab_settings_from_cli(&settings, o.config, o.sets, o.n_sets, o.dirs, o.n_dirs, err,
                                sizeof err) != ILAB_OK ||
-        ilab_settings_add_plugin_files(&settings, o.files, o.n_files, err, sizeof err) != ILAB_OK) {
-        fprintf(stderr, "inferlab run: %s\n", err);
+        ilab_settings_add_plugin_files(&settings, o.files, o.n_files, err, sizeof err) != ILAB_OK ||
+        (o.model && ilab_settings_set_model(&settings, o.backend, o.model) != ILAB_OK)) {
+        fprintf(stderr, "inferlab run: %s\n", err[0] ? err : "--model: out of memory");
         rc = 2;
         goto out;
     }

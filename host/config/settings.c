@@ -595,6 +595,14 @@ ilab_status ilab_settings_set(ilab_settings *s, const char *assignment, char *er
     return st;
 }
 
+ilab_status ilab_settings_set_model(ilab_settings *s, const char *backend, const char *file)
+{
+    const char *plugin = backend ? backend : s->default_backend;
+    if (!plugin || !file)
+        return ILAB_INVALID_ARGUMENT;
+    return set_plugin_entry(s, plugin, "model", file);
+}
+
 /* `file` as an absolute path: the current folder joined to a relative one
  * (leading "./" dropped, symbolic links kept). NULL when out of memory or
  * the current folder cannot be told (errno set). */

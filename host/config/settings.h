@@ -94,6 +94,10 @@ ilab_status ilab_settings_add_plugin_files(ilab_settings *s, const char *const *
  * whatever the order on the command line: load `config_path` (may be NULL),
  * then apply each "plugin.key=value" of `sets`, then append `plugin_dirs`.
  * Errors name the file/line or the --set argument. */
+/* The CLI's --model FILE: `<backend>.model=FILE`, for `backend`, or the
+ * default backend when NULL; applied after --config and --set, so it wins. */
+ilab_status ilab_settings_set_model(ilab_settings *s, const char *backend, const char *file);
+
 ilab_status ilab_settings_from_cli(ilab_settings *s, const char *config_path,
                                    const char *const *sets, size_t n_sets,
                                    const char *const *plugin_dirs, size_t n_dirs,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "inferlab/inferlab.h"
@@ -71,6 +72,8 @@ typedef struct tl_settings {
     long threads;
     long kv_blocks;
     long max_sequences;
+    long max_context; /* cap on a sequence's positions; 0 = the model's context_length */
+    long mlock;       /* 1: lock the mapped file in memory */
 } tl_settings;
 
 static int parse_long(const char *s, long *out)
@@ -88,7 +91,7 @@ static int parse_long(const char *s, long *out)
 static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl_settings *s,
                                  char *err, size_t cap)
 {
-    *s = (tl_settings){"", "", "", TL_DTYPE_F32, 0, 0, 64};
+    *s = (tl_settings){"", "", "", TL_DTYPE_F32, 0, 0, 64, 4096, 0};
     if (n > 0 && !config) {
         snprintf(err, cap, "torchlike: config is NULL but n_config is %zu", n);
         return ILAB_INVALID_ARGUMENT;
@@ -97,6 +100,8 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
         {"threads", 0, 256, offsetof(tl_settings, threads)},
         {"kv_blocks", 0, 1 << 24, offsetof(tl_settings, kv_blocks)},
         {"max_sequences", 1, 1 << 16, offsetof(tl_settings, max_sequences)},
+        {"max_context", 0, 1 << 20, offsetof(tl_settings, max_context)},
+        {"mlock", 0, 1, offsetof(tl_settings, mlock)},
     };
     for (size_t i = 0; i < n; i++) {
         const char *k = config[i].key, *v = config[i].value;
@@ -142,7 +147,7 @@ static ilab_status read_settings(const ilab_config_entry_t *config, size_t n, tl
         }
         if (j == sizeof ints / sizeof *ints) {
             snprintf(err, cap, "torchlike: unknown config key '%s' (known: model, tokenizer, pre_tokenizer, "
-                     "quantize, threads, kv_blocks, max_sequences)", k);
+                     "quantize, threads, kv_blocks, max_sequences, max_context, mlock)", k);
             return ILAB_INVALID_ARGUMENT;
         }
     }
@@ -245,6 +250,17 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
     if (st != ILAB_OK) {
         free(b);
         return st;
+    }
+    /* The KV cache and rotary tables are sized for seq_len positions: a
+     * file's context_length (often 128k) capped by max_context. */
+    if (s.max_context && ck.cfg.seq_len > s.max_context)
+        ck.cfg.seq_len = (int)s.max_context;
+    if (s.mlock && ck.mapping && mlock(ck.mapping, ck.size) != 0) {
+        snprintf(error, error_cap, "torchlike: mlock of model %s (%zu bytes) failed: %s (config "
+                 "key mlock; see ulimit -l)", ck.label, ck.size, strerror(errno));
+        tl_checkpoint_close(&ck);
+        free(b);
+        return ILAB_UNAVAILABLE;
     }
     st = tl_model_init(&b->model, &ck, s.quantize, error, error_cap);
     if (st != ILAB_OK)

@@ -60,14 +60,22 @@ ilab_status tl_config_check(const int32_t h[7], const char *label, tl_config *cf
                  label, cfg->dim / cfg->n_heads);
         return ILAB_INVALID_ARGUMENT;
     }
+    /* llama2.c's model: Llama with rotation of whole heads in adjacent pairs. */
+    cfg->arch = TL_ARCH_LLAMA;
+    cfg->head_size = cfg->n_rot = cfg->dim / cfg->n_heads;
+    cfg->rope_mode = TL_ROPE_NORM;
+    cfg->rope_base = 10000.0f;
+    cfg->rope_freq_scale = 1.0f;
+    cfg->rms_eps = 1e-5f;
+    cfg->context_length = cfg->seq_len;
     return ILAB_OK;
 }
 
 size_t tl_checkpoint_weight_bytes(const tl_config *c)
 {
     size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
-    size_t kv_dim = dim * (size_t)c->n_kv_heads / (size_t)c->n_heads;
-    size_t per_layer = 2 * dim + dim * dim * 2 + kv_dim * dim * 2 + hid * dim * 3;
+    size_t q_dim = (size_t)tl_config_q_dim(c), kv_dim = (size_t)tl_config_kv_dim(c);
+    size_t per_layer = 2 * dim + q_dim * dim * 2 + kv_dim * dim * 2 + hid * dim * 3;
     return sizeof(float) * (L * per_layer + dim + (size_t)c->vocab_size * dim);
 }
 

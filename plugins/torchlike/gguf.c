@@ -141,13 +141,7 @@ static int read_value(cursor *c, tl_gguf_kv *kv, int depth)
 
 const char *tl_ggml_type_name(uint32_t type)
 {
-    static const char *const names[] = {
-        "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-        "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
-        "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-        "IQ1_M", "BF16",
-    };
-    return type < sizeof names / sizeof *names ? names[type] : "unknown";
+    return tl_weight_type_name(type);
 }
 
 static int same(tl_gguf_string a, const char *b)
@@ -201,17 +195,18 @@ static int read_tensor_info(cursor *c, tl_gguf_tensor *t, uint64_t index)
     if (read_u64(c, field, &t->offset) != 0)
         return -1;
     size_t row = 0;
-    if (t->type == TL_DTYPE_F32 || t->type == TL_DTYPE_F16 || t->type == TL_DTYPE_Q8_0)
+    if (tl_weight_type_supported(t->type))
         row = tl_dtype_row_bytes((tl_dtype)t->type, (int)t->ne[0]);
     else {
-        snprintf(c->err, c->cap, "GGUF %s: tensor \"%.*s\" has type %s (%u); torchlike runs F32, "
-                 "F16 and Q8_0 only", c->label, nl, t->name.s, tl_ggml_type_name(t->type), t->type);
+        snprintf(c->err, c->cap, "GGUF %s: tensor \"%.*s\" has type %s (%u); torchlike runs "
+                 TL_WEIGHT_TYPES_SUPPORTED " only", c->label, nl, t->name.s,
+                 tl_weight_type_name(t->type), t->type);
         return -1;
     }
     if (row == 0) {
         snprintf(c->err, c->cap, "GGUF %s: tensor \"%.*s\": %s rows of %" PRIu64 " values are not "
-                 "a whole number of 32-value blocks", c->label, nl, t->name.s,
-                 tl_ggml_type_name(t->type), t->ne[0]);
+                 "a whole number of %d-value blocks", c->label, nl, t->name.s,
+                 tl_weight_type_name(t->type), t->ne[0], tl_dtype_block_values((tl_dtype)t->type));
         return -1;
     }
     t->bytes = (uint64_t)row * (elems / t->ne[0]);

@@ -75,8 +75,8 @@ static ilab_status quantize_model(tl_model *m, char *err, size_t cap)
         weights += rb * (size_t)ms[i]->rows;
     }
     unsigned char *buf = aligned_alloc(64, total ? total : 64);
-    float *row = malloc((size_t)(m->cfg.dim > m->cfg.hidden_dim ? m->cfg.dim : m->cfg.hidden_dim) *
-                        sizeof *row);
+    int widest = m->cfg.dim > m->cfg.hidden_dim ? m->cfg.dim : m->cfg.hidden_dim;
+    float *row = malloc((size_t)(widest > m->q_dim ? widest : m->q_dim) * sizeof *row);
     if (!buf || !row) {
         free(buf);
         free(row);
@@ -163,9 +163,12 @@ ilab_status tl_model_init(tl_model *m, const tl_checkpoint *ck, tl_dtype quantiz
     m->ck = *ck;
     m->cfg = ck->cfg;
     m->w = ck->w;
-    m->head_size = m->cfg.dim / m->cfg.n_heads;
-    m->kv_dim = m->cfg.dim * m->cfg.n_kv_heads / m->cfg.n_heads;
-    ilab_status st = tl_rope_table(m->cfg.seq_len, m->head_size, &m->rope_cos, &m->rope_sin);
+    m->head_size = m->cfg.head_size;
+    m->q_dim = tl_config_q_dim(&m->cfg);
+    m->kv_dim = tl_config_kv_dim(&m->cfg);
+    tl_rope_params rope = {m->cfg.n_rot, m->cfg.rope_base, m->cfg.rope_freq_scale,
+                           m->w.rope_factors};
+    ilab_status st = tl_rope_table(m->cfg.seq_len, &rope, &m->rope_cos, &m->rope_sin);
     if (st != ILAB_OK)
         snprintf(err, err_cap, "model %s: out of memory for the rotary tables", ck->label);
     if (st == ILAB_OK && quantize == TL_DTYPE_Q8_0)
@@ -190,7 +193,7 @@ void tl_model_close(tl_model *m)
 
 void tl_workspace_free(tl_workspace *ws)
 {
-    tl_tensor *all[] = {&ws->x, &ws->xb, &ws->xb2, &ws->q, &ws->k, &ws->v,
+    tl_tensor *all[] = {&ws->x, &ws->xb, &ws->xb2, &ws->q, &ws->k, &ws->v, &ws->att,
                         &ws->hb, &ws->hb2, &ws->xr, &ws->logits, &ws->scores};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tl_tensor_free(all[i]);
@@ -223,7 +226,8 @@ ilab_status tl_workspace_alloc(tl_workspace *ws, const tl_model *m,
     ALLOC(x, T, (size_t)c->dim);
     ALLOC(xb, T, (size_t)c->dim);
     ALLOC(xb2, T, (size_t)c->dim);
-    ALLOC(q, T, (size_t)c->dim);
+    ALLOC(q, T, (size_t)m->q_dim);
+    ALLOC(att, T, (size_t)m->q_dim);
     ALLOC(k, T, (size_t)m->kv_dim);
     ALLOC(v, T, (size_t)m->kv_dim);
     ALLOC(hb, T, (size_t)c->hidden_dim);
@@ -235,9 +239,11 @@ ilab_status tl_workspace_alloc(tl_workspace *ws, const tl_model *m,
     ws->token_item = malloc(T * sizeof(int));
     ws->token_pos = malloc(T * sizeof(int));
     ws->token_id = malloc(T * sizeof(int));
-    /* The widest input of a product: dim, hidden_dim, and dim again for the
-     * classifier's rows. */
+    /* The widest input of a product: dim, hidden_dim, q_dim (the output
+     * projection's), and dim again for the classifier's rows. */
     size_t widest = (size_t)(c->dim > c->hidden_dim ? c->dim : c->hidden_dim);
+    if ((size_t)m->q_dim > widest)
+        widest = (size_t)m->q_dim;
     ws->act.cap = (T > R ? T : R) * widest;
     ws->act.q = malloc(ws->act.cap);
     ws->act.scale = malloc((ws->act.cap / TL_Q8_0_BLOCK + 1) * sizeof(float));
@@ -303,7 +309,7 @@ static void attention_task(void *ctxp, int begin, int end, int thread)
             att[p] = tl_dot(q, key, hs) * scale;
         }
         tl_softmax(att, pos + 1);
-        float *out = tl_tensor_row(&ws->xb, (size_t)t) + h * hs;
+        float *out = tl_tensor_row(&ws->att, (size_t)t) + h * hs;
         memset(out, 0, (size_t)hs * sizeof(float));
         for (int p = 0; p <= pos; p++) {
             int ahead = p + KV_PREFETCH_AHEAD;
@@ -316,6 +322,31 @@ static void attention_task(void *ctxp, int begin, int end, int thread)
             for (int j = 0; j < hs; j++)
                 out[j] += a * val[j];
         }
+    }
+}
+
+static void add_bias(float *x, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] += b[i];
+}
+
+/* Where the architectures differ within a layer, before rotation: qwen2's
+ * (and any file's) Q/K/V biases, qwen3's RMSNorm of each head of Q and K.
+ * Everything else (fused tensors, the rotation's pairing and frequencies,
+ * head size) was settled at load. */
+static void prepare_qkv(const tl_model *m, const tl_layer_weights *lw, float *q, float *k,
+                        float *v)
+{
+    if (lw->bq)
+        add_bias(q, lw->bq, m->q_dim);
+    if (lw->bk)
+        add_bias(k, lw->bk, m->kv_dim);
+    if (lw->bv)
+        add_bias(v, lw->bv, m->kv_dim);
+    if (lw->q_norm) {
+        tl_rmsnorm_slices(q, m->q_dim, m->head_size, lw->q_norm, m->cfg.rms_eps);
+        tl_rmsnorm_slices(k, m->kv_dim, m->head_size, lw->k_norm, m->cfg.rms_eps);
     }
 }
 
@@ -332,7 +363,7 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
 
     for (int l = 0; l < c->n_layers; l++) {
         const tl_layer_weights *lw = &w->layers[l];
-        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_att);
+        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_att, c->rms_eps);
         if (T == 1) {
             float *outs[3] = {ws->q.data, ws->k.data, ws->v.data};
             const tl_matrix *mats[3] = {&lw->wq, &lw->wk, &lw->wv};
@@ -344,10 +375,13 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         }
         for (int t = 0; t < T; t++) {
             int pos = ws->token_pos[t];
-            const float *cr = m->rope_cos + (size_t)pos * (size_t)(m->head_size / 2);
-            const float *sr = m->rope_sin + (size_t)pos * (size_t)(m->head_size / 2);
-            tl_rope_row(tl_tensor_row(&ws->q, (size_t)t), c->dim, m->head_size, cr, sr);
-            tl_rope_row(tl_tensor_row(&ws->k, (size_t)t), m->kv_dim, m->head_size, cr, sr);
+            float *q = tl_tensor_row(&ws->q, (size_t)t), *k = tl_tensor_row(&ws->k, (size_t)t);
+            prepare_qkv(m, lw, q, k, tl_tensor_row(&ws->v, (size_t)t));
+            const float *cr = m->rope_cos + (size_t)pos * (size_t)(c->n_rot / 2);
+            const float *sr = m->rope_sin + (size_t)pos * (size_t)(c->n_rot / 2);
+            int neox = c->rope_mode == TL_ROPE_NEOX;
+            tl_rope_row(q, m->q_dim, m->head_size, c->n_rot, neox, cr, sr);
+            tl_rope_row(k, m->kv_dim, m->head_size, c->n_rot, neox, cr, sr);
             const int *blocks = items[ws->token_item[t]].blocks;
             size_t off = (size_t)(pos % TL_KV_BLOCK) * kv_dim;
             memcpy(tl_kv_keys(kv, blocks[pos / TL_KV_BLOCK], l) + off,
@@ -369,10 +403,10 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         else
             tl_parallel_for(pool, T * c->n_heads, 1, attention_task, &job);
 
-        tl_matmul(&ws->xb2, &ws->xb, &lw->wo, act, pool);
+        tl_matmul(&ws->xb2, &ws->att, &lw->wo, act, pool);
         tl_add(&ws->x, &ws->xb2);
 
-        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_ffn);
+        tl_rmsnorm(&ws->xb, &ws->x, lw->rms_ffn, c->rms_eps);
         if (T == 1) {
             float *outs[2] = {ws->hb.data, ws->hb2.data};
             const tl_matrix *mats[2] = {&lw->w1, &lw->w3};
@@ -401,7 +435,7 @@ void tl_model_forward(const tl_model *m, tl_kv_cache *kv, const tl_forward_item 
         t += n;
     }
     tl_tensor xr = tl_tensor_rows(&ws->xr, 0, (size_t)r);
-    tl_rmsnorm(&xr, &xr, w->rms_final);
+    tl_rmsnorm(&xr, &xr, w->rms_final, c->rms_eps);
     tl_tensor logits = tl_tensor_rows(&ws->logits, 0, (size_t)r);
     tl_matmul(&logits, &xr, &w->wcls, act, pool);
     r = 0;

@@ -1,4 +1,5 @@
-/* torchlike — the Llama decoder: one forward pass over a batch of sequences.
+/* torchlike — the Llama-family decoder (llama, qwen2, qwen3, phi3): one
+ * forward pass over a batch of sequences.
  *
  * Every token of every item goes through each weight matrix in one GEMM
  * (one matrix-vector product when the batch is a single token); attention
@@ -18,8 +19,8 @@ typedef struct tl_model {
     tl_checkpoint ck; /* owned: closed by tl_model_close */
     tl_config cfg;
     tl_weights w;     /* the file's weights, or the quantised copies below */
-    int head_size, kv_dim;
-    float *rope_cos, *rope_sin; /* [seq_len][head_size / 2], owned */
+    int head_size, q_dim, kv_dim;
+    float *rope_cos, *rope_sin; /* [seq_len][n_rot / 2], owned */
     tl_layer_weights *layers;   /* owned copy of ck.w.layers when quantised */
     void *quantized;            /* owned: the Q8_0 copies (quantize: q8_0), or NULL */
     size_t quantized_bytes;     /* their weight bytes */
@@ -49,7 +50,7 @@ typedef struct tl_forward_item {
  * failed allocation leaves every sequence as it was. */
 typedef struct tl_workspace {
     int n_tokens, n_logit_rows, n_threads;
-    tl_tensor x, xb, xb2, q, k, v, hb, hb2, xr, logits;
+    tl_tensor x, xb, xb2, q, k, v, att, hb, hb2, xr, logits; /* att: attention's output [q_dim] */
     tl_tensor scores;  /* [n_threads][seq_len] attention weights */
     int *token_item;   /* [n_tokens] item of each token */
     int *token_pos;    /* [n_tokens] position of each token */

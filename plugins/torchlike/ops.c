@@ -2,6 +2,7 @@
 
 #include "matmul_f16.h"
 #include "matmul_q8_0.h"
+#include "matmul_quant.h"
 #include "matvec_f32.h"
 
 #include <cblas.h>
@@ -176,6 +177,38 @@ float tl_dot(const float *a, const float *b, int n)
     return s;
 }
 
+/* The block types other than Q8_0, and bf16: the integer kernels on the
+ * activations quantised as the type wants (matmul_quant.h), or the float
+ * path for bf16. */
+static void quant_rows(const tl_matrix *w, const float *x, size_t x_stride,
+                       const tl_act_scratch *xq, int T, float *out, int out_stride, int r0, int r1)
+{
+    switch (tl_quant_act_kind(w->type)) {
+    case TL_ACT_Q8: {
+        tl_q8_act a = {xq->q, xq->scale, xq->sum};
+        tl_matmul_quant(w, &a, T, out, out_stride, r0, r1);
+        return;
+    }
+    case TL_ACT_Q8K: {
+        tl_q8k_act a = {xq->q, xq->scale, (const int16_t *)(const void *)xq->sum};
+        tl_matmul_quant(w, &a, T, out, out_stride, r0, r1);
+        return;
+    }
+    case TL_ACT_NONE:
+        tl_matmul_dequant(w, x, x_stride, T, out, out_stride, r0, r1);
+        return;
+    }
+}
+
+/* The activations a product of type t needs quantised: Q8_0 shares the
+ * per-32 blocks of the legacy types. */
+static tl_act_kind act_kind(tl_dtype t)
+{
+    if (t == TL_DTYPE_Q8_0 || t == TL_DTYPE_Q8_0_R16)
+        return TL_ACT_Q8;
+    return tl_quant_act_kind(t);
+}
+
 /* Rows of several products laid end to end, split evenly over threads. */
 typedef struct matvec_job {
     float *const *outs;
@@ -207,29 +240,51 @@ static void matvec_task(void *ctxp, int begin, int end, int thread)
                 tl_matmul_q8_0(w, &a, 1, job->outs[p], 0, lo, hi);
                 break;
             }
+            default:
+                quant_rows(w, job->x, (size_t)w->cols, job->xq, 1, job->outs[p], 0, lo, hi);
+                break;
             }
         }
         base += w->rows;
     }
 }
 
-/* Quantise T rows of x for Q8_0 products. The scratch was sized by the
- * workspace for the widest input of the model. */
-static void quantize_rows(const float *x, size_t stride, int T, int cols, tl_act_scratch *s)
+/* Quantise T rows of x for the products of one kind. The scratch was
+ * sized by the workspace for the widest input of the model; per 256 values
+ * (Q8_K) it keeps one scale where Q8 keeps 8, and 16 int16 sums in the room
+ * of 8 int32 ones. */
+static void quantize_rows(tl_act_kind kind, const float *x, size_t stride, int T, int cols,
+                          tl_act_scratch *s)
 {
-    for (int t = 0; t < T; t++)
-        tl_quantize_act_q8(x + (size_t)t * stride, cols, s->q + (size_t)t * (size_t)cols,
-                           s->scale + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK),
-                           s->sum + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK));
+    for (int t = 0; t < T; t++) {
+        if (kind == TL_ACT_Q8K)
+            tl_quantize_act_q8k(x + (size_t)t * stride, cols, s->q + (size_t)t * (size_t)cols,
+                                s->scale + (size_t)t * (size_t)(cols / 256),
+                                (int16_t *)(void *)s->sum + (size_t)t * (size_t)(cols / 16));
+        else if (kind == TL_ACT_Q8)
+            tl_quantize_act_q8(x + (size_t)t * stride, cols, s->q + (size_t)t * (size_t)cols,
+                               s->scale + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK),
+                               s->sum + (size_t)t * (size_t)(cols / TL_Q8_0_BLOCK));
+    }
 }
 
 void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_products,
                      const float *x, tl_act_scratch *scratch, tl_thread_pool *pool)
 {
-    int all_f32 = 1, any_q8 = 0, total = 0;
+    int all_f32 = 1, total = 0;
+    tl_act_kind kind = TL_ACT_NONE;
     for (int p = 0; p < n_products; p++) {
         all_f32 &= ws[p]->type == TL_DTYPE_F32;
-        any_q8 |= ws[p]->type == TL_DTYPE_Q8_0 || ws[p]->type == TL_DTYPE_Q8_0_R16;
+        tl_act_kind k = act_kind(ws[p]->type);
+        if (k != TL_ACT_NONE && kind != TL_ACT_NONE && k != kind) {
+            /* a mixed file (Q4_K_M's Q4_K and Q8_0 say) with both kinds in
+             * one group: one scratch holds one kind, so one product at a time */
+            for (int i = 0; i < n_products; i++)
+                tl_matvec_multi(&outs[i], &ws[i], 1, x, scratch, pool);
+            return;
+        }
+        if (k != TL_ACT_NONE)
+            kind = k;
         total += ws[p]->rows;
     }
     if (matvec_kind == TL_MATVEC_BLAS && all_f32) {
@@ -238,8 +293,7 @@ void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_produ
                         ws[p]->cols, x, 1, 0.0f, outs[p], 1);
         return;
     }
-    if (any_q8)
-        quantize_rows(x, 0, 1, ws[0]->cols, scratch);
+    quantize_rows(kind, x, 0, 1, ws[0]->cols, scratch);
     matvec_job job = {outs, ws, n_products, x, scratch};
     /* Chunks of 64 rows: long sequential runs, and few enough hand-offs. */
     tl_parallel_for(pool, total, 64, matvec_task, &job);
@@ -261,6 +315,8 @@ static void typed_task(void *ctxp, int begin, int end, int thread)
     const typed_job *j = ctxp;
     if (j->w->type == TL_DTYPE_F16) {
         tl_matmul_f16(j->w, j->x, j->x_stride, j->T, j->out, j->out_stride, begin, end);
+    } else if (j->w->type != TL_DTYPE_Q8_0 && j->w->type != TL_DTYPE_Q8_0_R16) {
+        quant_rows(j->w, j->x, j->x_stride, j->xq, j->T, j->out, j->out_stride, begin, end);
     } else {
         tl_q8_act a = {j->xq->q, j->xq->scale, j->xq->sum};
         tl_matmul_q8_0(j->w, &a, j->T, j->out, j->out_stride, begin, end);
@@ -297,8 +353,7 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_sc
         return;
     }
     if (w->type != TL_DTYPE_F32) {
-        if (w->type == TL_DTYPE_Q8_0 || w->type == TL_DTYPE_Q8_0_R16)
-            quantize_rows(x->data, x->stride[0], T, d, scratch);
+        quantize_rows(act_kind(w->type), x->data, x->stride[0], T, d, scratch);
         typed_job job = {w, x->data, x->stride[0], scratch, out->data, T, (int)out->stride[0]};
         tl_parallel_for(pool, n, 16, typed_task, &job);
         return;
@@ -313,55 +368,68 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_sc
                 (int)out->stride[0]);
 }
 
-void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight)
+static void rmsnorm_row(float *o, const float *x, const float *weight, size_t d, float eps)
 {
-    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
-    for (size_t t = 0; t < T; t++) {
-        const float *xr = tl_tensor_row(x, t);
-        float *o = tl_tensor_row(out, t);
-        float ss = 0.0f;
-        for (size_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        ss /= (float)d;
-        ss += 1e-5f;
-        ss = 1.0f / sqrtf(ss);
-        for (size_t i = 0; i < d; i++)
-            o[i] = weight[i] * (ss * xr[i]);
-    }
+    float ss = 0.0f;
+    for (size_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    ss /= (float)d;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (size_t i = 0; i < d; i++)
+        o[i] = weight[i] * (ss * x[i]);
 }
 
-ilab_status tl_rope_table(int seq_len, int head_size, float **cos_out, float **sin_out)
+void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight, float eps)
 {
-    size_t half = (size_t)head_size / 2;
-    float *c = malloc((size_t)seq_len * half * sizeof(float));
-    float *s = malloc((size_t)seq_len * half * sizeof(float));
+    size_t T = tl_tensor_rows_of(x), d = tl_tensor_cols_of(x);
+    for (size_t t = 0; t < T; t++)
+        rmsnorm_row(tl_tensor_row(out, t), tl_tensor_row(x, t), weight, d, eps);
+}
+
+void tl_rmsnorm_slices(float *x, int n, int size, const float *weight, float eps)
+{
+    for (int i = 0; i < n; i += size)
+        rmsnorm_row(x + i, x + i, weight, (size_t)size, eps);
+}
+
+ilab_status tl_rope_table(int seq_len, const tl_rope_params *p, float **cos_out, float **sin_out)
+{
+    size_t half = (size_t)p->n_rot / 2;
+    float *c = malloc((size_t)seq_len * half * sizeof(float) + 1);
+    float *s = malloc((size_t)seq_len * half * sizeof(float) + 1);
     if (!c || !s) {
         free(c);
         free(s);
         return ILAB_OUT_OF_MEMORY;
     }
     for (int pos = 0; pos < seq_len; pos++)
-        for (int head_dim = 0; head_dim < head_size; head_dim += 2) {
-            float freq = 1.0f / powf(10000.0f, (float)head_dim / (float)head_size);
-            float val = (float)pos * freq;
-            c[(size_t)pos * half + (size_t)head_dim / 2] = cosf(val);
-            s[(size_t)pos * half + (size_t)head_dim / 2] = sinf(val);
+        for (int d = 0; d < p->n_rot; d += 2) {
+            float freq = 1.0f / powf(p->base, (float)d / (float)p->n_rot);
+            if (p->factors)
+                freq /= p->factors[d / 2];
+            float val = (float)pos * freq * p->freq_scale;
+            c[(size_t)pos * half + (size_t)d / 2] = cosf(val);
+            s[(size_t)pos * half + (size_t)d / 2] = sinf(val);
         }
     *cos_out = c;
     *sin_out = s;
     return ILAB_OK;
 }
 
-void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
-                 const float *sin_row)
+void tl_rope_row(float *x, int n_features, int head_size, int n_rot, int neox,
+                 const float *cos_row, const float *sin_row)
 {
-    for (int i = 0; i < n_features; i += 2) {
-        int pair = (i % head_size) / 2;
-        float fcr = cos_row[pair], fci = sin_row[pair];
-        float v0 = x[i], v1 = x[i + 1];
-        x[i] = v0 * fcr - v1 * fci;
-        x[i + 1] = v0 * fci + v1 * fcr;
-    }
+    int half = n_rot / 2;
+    for (int h = 0; h < n_features; h += head_size)
+        for (int i = 0; i < half; i++) {
+            /* The pair's two features: adjacent, or half a rotation apart. */
+            float *a = neox ? &x[h + i] : &x[h + 2 * i];
+            float *b = neox ? &x[h + i + half] : &x[h + 2 * i + 1];
+            float fcr = cos_row[i], fci = sin_row[i], v0 = *a, v1 = *b;
+            *a = v0 * fcr - v1 * fci;
+            *b = v0 * fci + v1 * fcr;
+        }
 }
 
 void tl_softmax(float *x, int n)

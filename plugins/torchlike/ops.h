@@ -48,19 +48,32 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_sc
 void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_products,
                      const float *x, tl_act_scratch *scratch, tl_thread_pool *pool);
 
-/* out = weight * x / sqrt(mean(x^2) + 1e-5), row by row. */
-void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight);
+/* out = weight * x / sqrt(mean(x^2) + eps), row by row. */
+void tl_rmsnorm(tl_tensor *out, const tl_tensor *x, const float *weight, float eps);
 
-/* Rotary embedding tables: cos and sin of pos * 10000^(-2i/head) for every
- * position and pair, [seq_len][head_size / 2] each, computed once with the
- * same float expressions llama2.c evaluates per step. */
-ilab_status tl_rope_table(int seq_len, int head_size, float **cos_out, float **sin_out);
+/* The same over each of the n / size consecutive slices of x, in place, with
+ * one weight vector of `size` for all (qwen3's per-head norm of Q and K). */
+void tl_rmsnorm_slices(float *x, int n, int size, const float *weight, float eps);
 
-/* Rotate pairs (x[2i], x[2i+1]) of each head (llama2.c's interleaved
- * convention) for one row of `n_features`, at the row of the tables for its
- * position. */
-void tl_rope_row(float *x, int n_features, int head_size, const float *cos_row,
-                 const float *sin_row);
+/* The rotation's parameters: pair i (of n_rot / 2) of a head turns by
+ * pos * freq_scale * base^(-2i/n_rot) / factors[i] (factors NULL = 1). */
+typedef struct tl_rope_params {
+    int n_rot;
+    float base, freq_scale;
+    const float *factors;
+} tl_rope_params;
+
+/* Rotary embedding tables: cos and sin for every position and pair,
+ * [seq_len][n_rot / 2] each, computed once (with base 10000 and no scaling,
+ * the same float expressions llama2.c evaluates per step). */
+ilab_status tl_rope_table(int seq_len, const tl_rope_params *p, float **cos_out, float **sin_out);
+
+/* Rotate the first n_rot features of each head of one row of `n_features`
+ * at the row of the tables for its position; `neox` pairs x[i] with
+ * x[i + n_rot/2] (ggml's NEOX mode), otherwise x[2i] with x[2i+1]
+ * (llama2.c's and ggml's NORM mode). */
+void tl_rope_row(float *x, int n_features, int head_size, int n_rot, int neox,
+                 const float *cos_row, const float *sin_row);
 
 /* In-place softmax over n values. */
 void tl_softmax(float *x, int n);

@@ -4,28 +4,84 @@
 #include <string.h>
 
 #include "q8_0_r16.h"
+#include "quant_blocks.h"
+
+const char *tl_weight_type_name(uint32_t type)
+{
+    /* ggml's type ids (ggml.h); the gaps are ids ggml has retired. */
+    static const char *const names[] = {
+        "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+        "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
+        "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
+        "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0",
+        "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", "NVFP4", "Q1_0",
+    };
+    return type < sizeof names / sizeof *names ? names[type] : "unknown";
+}
+
+int tl_weight_type_supported(uint32_t type)
+{
+    return type < 64 && tl_dtype_block_values((tl_dtype)type) != 0;
+}
 
 const char *tl_dtype_name(tl_dtype t)
 {
+    if (t == TL_DTYPE_Q8_0_R16)
+        return "Q8_0 (rows interleaved by 16)";
+    return tl_weight_type_name((uint32_t)t);
+}
+
+int tl_dtype_block_values(tl_dtype t)
+{
     switch (t) {
-    case TL_DTYPE_F32: return "F32";
-    case TL_DTYPE_F16: return "F16";
-    case TL_DTYPE_Q8_0: return "Q8_0";
-    case TL_DTYPE_Q8_0_R16: return "Q8_0 (rows interleaved by 16)";
+    case TL_DTYPE_F32:
+    case TL_DTYPE_F16:
+    case TL_DTYPE_BF16:
+        return 1;
+    case TL_DTYPE_Q4_0:
+    case TL_DTYPE_Q4_1:
+    case TL_DTYPE_Q5_0:
+    case TL_DTYPE_Q5_1:
+    case TL_DTYPE_Q8_0:
+    case TL_DTYPE_Q8_0_R16:
+        return TL_QK_LEGACY;
+    case TL_DTYPE_Q2_K:
+    case TL_DTYPE_Q3_K:
+    case TL_DTYPE_Q4_K:
+    case TL_DTYPE_Q5_K:
+    case TL_DTYPE_Q6_K:
+        return TL_QK_K;
     }
-    return "?";
+    return 0;
+}
+
+static size_t block_bytes(tl_dtype t)
+{
+    switch (t) {
+    case TL_DTYPE_F32: return 4;
+    case TL_DTYPE_F16:
+    case TL_DTYPE_BF16: return 2;
+    case TL_DTYPE_Q4_0: return sizeof(tl_block_q4_0);
+    case TL_DTYPE_Q4_1: return sizeof(tl_block_q4_1);
+    case TL_DTYPE_Q5_0: return sizeof(tl_block_q5_0);
+    case TL_DTYPE_Q5_1: return sizeof(tl_block_q5_1);
+    case TL_DTYPE_Q8_0:
+    case TL_DTYPE_Q8_0_R16: return sizeof(tl_block_q8_0);
+    case TL_DTYPE_Q2_K: return sizeof(tl_block_q2_k);
+    case TL_DTYPE_Q3_K: return sizeof(tl_block_q3_k);
+    case TL_DTYPE_Q4_K: return sizeof(tl_block_q4_k);
+    case TL_DTYPE_Q5_K: return sizeof(tl_block_q5_k);
+    case TL_DTYPE_Q6_K: return sizeof(tl_block_q6_k);
+    }
+    return 0;
 }
 
 size_t tl_dtype_row_bytes(tl_dtype t, int cols)
 {
-    switch (t) {
-    case TL_DTYPE_F32: return (size_t)cols * 4;
-    case TL_DTYPE_F16: return (size_t)cols * 2;
-    case TL_DTYPE_Q8_0:
-    case TL_DTYPE_Q8_0_R16:
-        return cols % TL_Q8_0_BLOCK ? 0 : (size_t)cols / TL_Q8_0_BLOCK * sizeof(tl_block_q8_0);
-    }
-    return 0;
+    int per = tl_dtype_block_values(t);
+    if (per == 0 || cols <= 0 || cols % per != 0)
+        return 0;
+    return (size_t)(cols / per) * block_bytes(t);
 }
 
 const void *tl_matrix_row(const tl_matrix *m, int r)
@@ -97,27 +153,5 @@ void tl_matrix_row_f32(const tl_matrix *m, int r, float *out)
         }
         return;
     }
-    const void *row = tl_matrix_row(m, r);
-    switch (m->type) {
-    case TL_DTYPE_F32:
-        memcpy(out, row, (size_t)m->cols * sizeof(float));
-        return;
-    case TL_DTYPE_F16: {
-        const uint16_t *h = row;
-        for (int i = 0; i < m->cols; i++)
-            out[i] = tl_fp16_to_fp32(h[i]);
-        return;
-    }
-    case TL_DTYPE_Q8_0: {
-        const tl_block_q8_0 *blk = row;
-        for (int b = 0; b < m->cols / TL_Q8_0_BLOCK; b++) {
-            float d = tl_fp16_to_fp32(blk[b].d);
-            for (int i = 0; i < TL_Q8_0_BLOCK; i++)
-                out[b * TL_Q8_0_BLOCK + i] = d * (float)blk[b].qs[i];
-        }
-        return;
-    }
-    case TL_DTYPE_Q8_0_R16:
-        return; /* above */
-    }
+    tl_dequantize_row(m->type, tl_matrix_row(m, r), out, m->cols);
 }

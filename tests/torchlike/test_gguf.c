@@ -165,7 +165,7 @@ static void test_vocabulary(void **state)
 /* A small llama GGUF (dim 32, hidden 64, 1 layer, 2 heads, vocabulary 8),
  * broken in one way. */
 typedef enum breakage {
-    OK_FILE, BAD_ARCH, MISSING_TENSOR, WRONG_SHAPE, Q4_0_TENSOR, MISALIGNED, DUP_KEY,
+    OK_FILE, BAD_ARCH, MISSING_TENSOR, WRONG_SHAPE, UNSUPPORTED_TYPE, MISALIGNED, DUP_KEY,
     BAD_ALIGNMENT, FEW_TOKENS, BAD_VALUE_TYPE, BAD_EPSILON, NO_DIM,
 } breakage;
 
@@ -190,7 +190,8 @@ static unsigned char *small_gguf(breakage b, size_t *size)
     tl_gw_u32(&g, "llama.block_count", 1);
     tl_gw_u32(&g, "llama.feed_forward_length", H);
     tl_gw_u32(&g, "llama.attention.head_count", 2);
-    tl_gw_f32(&g, "llama.attention.layer_norm_rms_epsilon", b == BAD_EPSILON ? 1e-6f : 1e-5f);
+    if (b != BAD_EPSILON) /* required, as llama.cpp requires it */
+        tl_gw_f32(&g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     if (b == BAD_VALUE_TYPE) {
         /* a key whose value type is not a GGUF type */
         tl_gw_u32(&g, "x.bad", 0);
@@ -213,7 +214,7 @@ static unsigned char *small_gguf(breakage b, size_t *size)
     uint64_t bad_sq[2] = {D, D + 1};
     tl_gw_tensor(&g, "blk.0.attn_q.weight", 2, b == WRONG_SHAPE ? bad_sq : sq, 0, w,
                  sizeof(float) * D * (D + 1));
-    tl_gw_tensor(&g, "blk.0.attn_k.weight", 2, sq, b == Q4_0_TENSOR ? 2 : 0, w, sizeof(float) * D * D);
+    tl_gw_tensor(&g, "blk.0.attn_k.weight", 2, sq, b == UNSUPPORTED_TYPE ? 16 : 0, w, sizeof(float) * D * D);
     tl_gw_tensor(&g, "blk.0.attn_v.weight", 2, sq, 0, w, sizeof(float) * D * D);
     tl_gw_tensor(&g, "blk.0.attn_output.weight", 2, sq, 0, w, sizeof(float) * D * D);
     tl_gw_tensor(&g, "blk.0.ffn_norm.weight", 1, vec, 0, w, sizeof(float) * D);
@@ -280,7 +281,7 @@ static void test_broken_files(void **state)
         {BAD_ARCH, "general.architecture"},
         {MISSING_TENSOR, "blk.0.ffn_up.weight is missing"},
         {WRONG_SHAPE, "blk.0.attn_q.weight has shape"},
-        {Q4_0_TENSOR, "tensor \"blk.0.attn_k.weight\" has type Q4_0"},
+        {UNSUPPORTED_TYPE, "tensor \"blk.0.attn_k.weight\" has type IQ2_XXS"},
         {MISALIGNED, "not a multiple of the alignment"},
         {DUP_KEY, "\"general.architecture\" appears twice"},
         {BAD_ALIGNMENT, "general.alignment is 24"},
