@@ -105,6 +105,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int seq = n_decode > n_prefill ? n_decode : n_prefill;
+    if (seq < 1)
+        seq = 1; /* a probe-only run still sets up a cache */
     if (seq > m.cfg.seq_len) {
         fprintf(stderr, "bench_gguf: %d tokens exceed the context of %d\n", seq, m.cfg.seq_len);
         return 1;
