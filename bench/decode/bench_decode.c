@@ -349,9 +349,12 @@ int main(int argc, char **argv)
     for (int m = 0; m < 2; m++) {
         if (only && strcmp(only, models[m].name) != 0)
             continue;
-        tl_config cfg = {models[m].shape.dim, models[m].shape.hidden_dim, models[m].shape.n_layers,
-                         models[m].shape.n_heads, models[m].shape.n_kv_heads,
-                         models[m].shape.vocab_size, models[m].shape.seq_len, 1};
+        tl_config cfg = {.dim = models[m].shape.dim, .hidden_dim = models[m].shape.hidden_dim,
+                         .n_layers = models[m].shape.n_layers, .n_heads = models[m].shape.n_heads,
+                         .n_kv_heads = models[m].shape.n_kv_heads,
+                         .vocab_size = models[m].shape.vocab_size,
+                         .seq_len = models[m].shape.seq_len, .shared_classifier = 1,
+                         .head_size = models[m].shape.dim / models[m].shape.n_heads};
         double bytes = (double)tl_checkpoint_weight_bytes(&cfg);
         printf("\n%s shape: %.1f MB of weights read per token\n", models[m].name, bytes / 1e6);
         for (int threads = 1; threads <= 2; threads++)

@@ -13,6 +13,7 @@
 #include "chat_vocab.h"
 #include "gguf.h"
 #include "gguf_writer.h"
+#include "vocab_gguf.h"
 #include "tokenizer.h"
 
 typedef struct vocab_file {
@@ -56,7 +57,7 @@ static void load(const vocab_file *v, loaded *l)
     tl_gw_free(&w);
     char err[512] = "";
     if (tl_gguf_parse(l->bytes, size, "chat.gguf", &l->g, err, sizeof err) != ILAB_OK ||
-        tl_tokenizer_from_gguf(l->g, "chat.gguf", v->n, &l->tok, err, sizeof err) != ILAB_OK ||
+        tl_vocab_from_gguf(l->g, "chat.gguf", v->n, NULL, &l->tok, err, sizeof err) != ILAB_OK ||
         tl_chat_vocab_init(&l->cv, l->g, &l->tok, "chat.gguf", err, sizeof err) != ILAB_OK)
         fail_msg("%s", err);
 }
