@@ -27,6 +27,9 @@ enum { THREADS = 4, JOBS = 24, MAX_PROMPT = 128, DECODES = 3, MIN_ITERATIONS = 1
  * generate phases may end (a loaded machine runs the threads one after
  * another: a time budget alone missed a race in one run of ten) */
 enum { MIN_GEN_OVERLAPS = 60 };
+/* The same for tokenize() (an instance-wide scratch buffer raced only when
+ * two calls overlap; under load 8 a time budget alone missed it once). */
+enum { MIN_TOK_OVERLAPS = 200 };
 
 typedef struct seq_job {
     int32_t prompt[MAX_PROMPT];
@@ -41,6 +44,8 @@ typedef struct stress {
     double hard_until;       /* ... or later, up to this, for MIN_GEN_OVERLAPS */
     atomic_int in_generate;  /* generate() calls in flight */
     atomic_int gen_overlaps; /* calls that had another in flight at their start or end */
+    atomic_int in_tokenize;  /* tokenize() calls in flight */
+    atomic_int tok_overlaps; /* as gen_overlaps, for tokenize() */
     int iterations[THREADS]; /* done by each thread */
     seq_job jobs[JOBS];
     /* THR-2 references */
@@ -151,7 +156,11 @@ static bool shared_calls(stress *S, int calls, int thread, int it, int j, char *
     if ((calls & CALL_TOKENIZER) && env->m->tokenizer) {
         const char *s = j == 0 ? S->long_text : conf_corpus[(size_t)j % conf_corpus_count];
         size_t n = 0;
+        int before = atomic_fetch_add(&S->in_tokenize, 1);
         int32_t *ids = tokenize_alloc(env, s, &n, &st);
+        int after = atomic_fetch_sub(&S->in_tokenize, 1) - 1;
+        if (before > 0 || after > 0)
+            atomic_fetch_add(&S->tok_overlaps, 1);
         size_t d = 0;
         while (st == ILAB_OK && d < n && d < S->n_tok[j] && ids[d] == S->tok_ids[j][d])
             d++;
@@ -287,7 +296,10 @@ static void *stress_main(void *arg)
                             env->m->sampling == ILAB_SAMPLING_BACKEND && env->m->streaming &&
                             atomic_load(&S->gen_overlaps) < MIN_GEN_OVERLAPS * (ph + 1) / n_phases + 1 &&
                             now < S->hard_until;
-            if (it >= MIN_ITERATIONS && now >= until && !more_gen)
+            bool more_tok = (calls & CALL_TOKENIZER) && env->m->tokenizer &&
+                            atomic_load(&S->tok_overlaps) < MIN_TOK_OVERLAPS * (ph + 1) / n_phases + 1 &&
+                            now < S->hard_until;
+            if (it >= MIN_ITERATIONS && now >= until && !more_gen && !more_tok)
                 break;
             int j = (a->thread * 7 + total * 5) % JOBS;
             if ((calls & ~CALL_SEQUENCES) && !shared_calls(S, calls, a->thread, total, j, msg, cap))
@@ -422,10 +434,13 @@ static conf_result stress_run(conf_env *env, bool shared, char *msg, size_t cap)
         int least = S->iterations[0];
         for (int t = 1; t < THREADS; t++)
             least = S->iterations[t] < least ? S->iterations[t] : least;
-        char overlaps[64] = "";
+        char overlaps[128] = "";
         if (shared && env->m->sampling == ILAB_SAMPLING_BACKEND && env->m->streaming)
             snprintf(overlaps, sizeof overlaps, "; %d generate() calls overlapped another",
                      atomic_load(&S->gen_overlaps));
+        if (shared && env->m->tokenizer)
+            snprintf(overlaps + strlen(overlaps), sizeof overlaps - strlen(overlaps),
+                     "; %d tokenize() calls overlapped another", atomic_load(&S->tok_overlaps));
         if (r == CONF_PASS)
             CONF_MSG("%d threads x at least %d iterations (%s), every result equal to the call alone, %.2f s%s",
                      THREADS, least, shared ? "sequence work + tokenizer, model_info, generate" : "sequence work",
