@@ -199,6 +199,24 @@ static void test_llama2c_has_eos_only(void **state)
     unload(&l);
 }
 
+/* A pre-tokenizer setting means nothing to a SentencePiece vocabulary: it
+ * is refused by name, not ignored. */
+static void test_spm_refuses_pre_tokenizer(void **state)
+{
+    (void)state;
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL};
+    loaded l;
+    load(&v, &l);
+    tl_tokenizer t;
+    char err[512] = "";
+    assert_int_equal(tl_vocab_from_gguf(l.g, "chat.gguf", v.n, "llama-bpe", &t, err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "chat.gguf"));
+    assert_non_null(strstr(err, "pre_tokenizer (\"llama-bpe\")"));
+    assert_non_null(strstr(err, "SentencePiece"));
+    unload(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_harmony_end_is_not_eog),
         cmocka_unit_test(test_parse_special),
         cmocka_unit_test(test_llama2c_has_eos_only),
+        cmocka_unit_test(test_spm_refuses_pre_tokenizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
