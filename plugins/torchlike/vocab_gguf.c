@@ -156,6 +156,8 @@ static int set_phi3_rstrip(tl_tokenizer *t)
 static ilab_status read_extras(const tl_gguf *g, const char *label, tl_tokenizer *t, char *err,
                                size_t cap)
 {
+    free(t->types); /* the BPE path read them already, to decode its pieces */
+    t->types = NULL;
     if (get_types(g, label, t->vocab_size, &t->types, err, cap) != 0 ||
         get_bool(g, "tokenizer.ggml.add_bos_token", label, &t->add_bos, err, cap) < 0 ||
         get_bool(g, "tokenizer.ggml.add_eos_token", label, &t->add_eos, err, cap) < 0)
