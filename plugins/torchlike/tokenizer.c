@@ -189,6 +189,7 @@ ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int 
     }
     t.vocab_size = n;
     t.add_bos = 1; /* SentencePiece's defaults; GGUF metadata may change them */
+    t.add_space_prefix = 1;
     t.bos_id = bos_id;
     t.eos_id = eos_id;
     t.unk_id = unk_id;
@@ -652,7 +653,8 @@ ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size
         } else if (t->kind == TL_TOKENIZER_BPE) {
             st = tl_bpe_encode(t->bpe, text + fr->start, fr->len, &out);
         } else {
-            st = spm_encode(t, text + fr->start, fr->len, prev_special, &out);
+            st = spm_encode(t, text + fr->start, fr->len, prev_special && t->add_space_prefix,
+                            &out);
             prev_special = 0;
         }
     }
@@ -692,8 +694,12 @@ static const char byte_chars[256] = {
 void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
                         const char **bytes, size_t *len)
 {
-    if (token == t->bos_id || token == t->eos_id ||
-        (t->types && t->types[token] == TL_TOKEN_CONTROL)) {
+    /* As llama.cpp's token_to_piece without `special`: control and
+     * unknown-type tokens are no text; in a SentencePiece vocabulary unused
+     * ones neither, and user-defined ones are their spelling as it is. */
+    int type = t->types ? t->types[token] : TL_TOKEN_NORMAL;
+    if (token == t->bos_id || token == t->eos_id || type == TL_TOKEN_CONTROL ||
+        type == TL_TOKEN_UNKNOWN || (t->kind == TL_TOKENIZER_SPM && type == TL_TOKEN_UNUSED)) {
         *bytes = "";
         *len = 0;
         return;
@@ -701,6 +707,11 @@ void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
     if (t->kind == TL_TOKENIZER_BPE) { /* pieces hold the decoded bytes */
         *bytes = t->pieces[token];
         *len = (size_t)t->piece_len[token];
+        return;
+    }
+    if (type == TL_TOKEN_USER_DEFINED && t->raw) {
+        *bytes = t->raw[token];
+        *len = (size_t)t->raw_len[token];
         return;
     }
     const char *p = t->pieces[token];
@@ -712,7 +723,7 @@ void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
         return;
     }
     /* The dummy prefix the encoder added is not part of the text. */
-    if ((prev < 0 || prev == t->bos_id) && n > 0 && p[0] == ' ') {
+    if (t->add_space_prefix && (prev < 0 || prev == t->bos_id) && n > 0 && p[0] == ' ') {
         p++;
         n--;
     }

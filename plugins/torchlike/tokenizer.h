@@ -38,6 +38,8 @@ typedef struct tl_tokenizer {
     tl_tokenizer_kind kind;
     unsigned char *types;   /* owned: a TL_TOKEN_* per id; NULL = all normal */
     int add_bos, add_eos;   /* what the model's metadata asks for */
+    int add_space_prefix;   /* SentencePiece: the dummy "▁" before a text (and
+                             * dropped again when decoding); default 1 */
     int32_t *special;       /* owned: control, user-defined and unknown ids, longest first */
     int n_special;
     struct tl_bpe *bpe;     /* owned; byte-level BPE only */

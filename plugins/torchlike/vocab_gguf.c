@@ -368,7 +368,12 @@ ilab_status tl_vocab_from_gguf(const struct tl_gguf *g, const char *label, int e
     ilab_status st = tl_tokenizer_from_gguf(g, label, expected_vocab, out, err, cap);
     if (st != ILAB_OK)
         return st;
-    st = read_extras(g, label, out, err, cap);
+    /* tokenizer.ggml.remove_extra_whitespaces is not read: llama.cpp's
+     * SentencePiece tokenizer does not use it either. */
+    if (get_bool(g, "tokenizer.ggml.add_space_prefix", label, &out->add_space_prefix, err, cap) < 0)
+        st = ILAB_INVALID_ARGUMENT;
+    else
+        st = read_extras(g, label, out, err, cap);
     if (st != ILAB_OK)
         tl_tokenizer_free(out);
     return st;
