@@ -291,6 +291,13 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
                                "<embedded default>", ck.cfg.vocab_size, ck.label, &b->tok,
                                error, error_cap);
     }
+    if (st == ILAB_OK && s.pre_tokenizer && s.pre_tokenizer[0] && b->tok.kind == TL_TOKENIZER_SPM) {
+        /* A setting that would change nothing is refused rather than ignored. */
+        snprintf(error, error_cap, "torchlike: config key pre_tokenizer (\"%s\") is for byte-level "
+                 "BPE vocabularies; the vocabulary of model %s is SentencePiece, which has no "
+                 "pre-tokenizer: remove the setting", s.pre_tokenizer, ck.label);
+        st = ILAB_INVALID_ARGUMENT;
+    }
     if (st != ILAB_OK)
         goto fail;
     /* The token types and ids of a GGUF file describe its own vocabulary

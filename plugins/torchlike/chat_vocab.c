@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Token texts that end a generation whatever their type (llama.cpp's list). */
-static const char *const eog_texts[] = {
+const char *const tl_eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
     "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
@@ -18,7 +18,11 @@ enum { TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4 };
 
 static int piece_is(const tl_tokenizer *tok, int id, const char *text)
 {
+    /* As the file spells the token ("▁" in a SentencePiece one), as
+     * llama.cpp compares them. */
     size_t n = strlen(text);
+    if (tok->raw)
+        return (size_t)tok->raw_len[id] == n && !memcmp(tok->raw[id], text, n);
     return (size_t)tok->piece_len[id] == n && !memcmp(tok->pieces[id], text, n);
 }
 
@@ -101,7 +105,7 @@ static int collect_eog(const tl_gguf *g, const tl_tokenizer *tok, id_set *s)
         if (!set_add(s, id_key(g, keys[k], tok->vocab_size)))
             return 0;
     for (int id = 0; id < tok->vocab_size; id++)
-        for (const char *const *t = eog_texts; *t; t++)
+        for (const char *const *t = tl_eog_texts; *t; t++)
             if (piece_is(tok, id, *t) && !set_add(s, id))
                 return 0;
     /* gpt-oss ("harmony") and solar-open end a turn with <|return|> or

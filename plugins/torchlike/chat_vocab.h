@@ -34,6 +34,11 @@ typedef struct tl_chat_vocab {
     size_t n_specials;
 } tl_chat_vocab;
 
+/* The token texts that end a generation whatever their type (llama.cpp's
+ * list; NULL-terminated). llama.cpp also gives them the control attribute,
+ * which tl_vocab_from_gguf() follows. */
+extern const char *const tl_eog_texts[];
+
 /* `g` NULL: a llama2.c checkpoint. Errors name `label` and the key. */
 ilab_status tl_chat_vocab_init(tl_chat_vocab *cv, const tl_gguf *g, const tl_tokenizer *tok,
                                const char *label, char *err, size_t err_cap);

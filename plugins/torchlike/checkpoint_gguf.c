@@ -502,9 +502,13 @@ ilab_status tl_tokenizer_from_gguf(const struct tl_gguf *g, const char *label, i
     }
     char **pieces = calloc((size_t)n, sizeof *pieces);
     int *lens = calloc((size_t)n, sizeof *lens);
+    /* The tokens as spelled, for the encoder's lookups (owned by the
+     * tokenizer once it is made). */
+    char **raw = calloc((size_t)n + 1, sizeof *raw);
+    int *raw_len = calloc((size_t)n + 1, sizeof *raw_len);
     float *sc = malloc((size_t)n * sizeof *sc);
     ilab_status st = ILAB_OK;
-    if (!pieces || !lens || !sc)
+    if (!pieces || !lens || !sc || !raw || !raw_len)
         st = ILAB_OUT_OF_MEMORY;
     const unsigned char *p = tokens->elems;
     for (uint64_t i = 0; st == ILAB_OK && i < n; i++) {
@@ -521,17 +525,38 @@ ilab_status tl_tokenizer_from_gguf(const struct tl_gguf *g, const char *label, i
             break;
         }
         lens[i] = to_spaces(s, pieces[i]);
+        raw[i] = malloc((size_t)s.len + 1);
+        if (!raw[i]) {
+            st = ILAB_OUT_OF_MEMORY;
+            break;
+        }
+        memcpy(raw[i], s.s, (size_t)s.len);
+        raw[i][s.len] = '\0';
+        raw_len[i] = (int)s.len;
         memcpy(&sc[i], scores->elems + 4 * i, 4);
     }
     if (st == ILAB_OK)
         st = tl_tokenizer_from_vocab((int)n, (const char *const *)pieces, lens, sc, (int)ids[0],
                                      (int)ids[1], (int)ids[2], label, out, err, cap);
-    else if (st == ILAB_OUT_OF_MEMORY)
+    if (st == ILAB_OK) {
+        st = tl_tokenizer_spm_spelling(out, raw, raw_len);
+        if (st == ILAB_OK) {
+            raw = NULL; /* the tokenizer's now */
+            raw_len = NULL;
+        } else {
+            tl_tokenizer_free(out);
+        }
+    }
+    if (st == ILAB_OUT_OF_MEMORY)
         snprintf(err, cap, "GGUF %s: out of memory for the vocabulary", label);
     for (uint64_t i = 0; pieces && i < n; i++)
         free(pieces[i]);
     free(pieces);
     free(lens);
     free(sc);
+    for (uint64_t i = 0; raw && i < n; i++)
+        free(raw[i]);
+    free(raw);
+    free(raw_len);
     return st;
 }

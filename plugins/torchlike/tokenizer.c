@@ -69,6 +69,7 @@ void tl_tokenizer_free(tl_tokenizer *t)
     free(t->raw);
     free(t->raw_len);
     free(t->types);
+    free(t->rstrip);
     free(t->special);
     if (t->pieces) {
         for (int i = 0; i < t->vocab_size; i++)
@@ -108,6 +109,69 @@ static void finish(tl_tokenizer *t)
     qsort(t->sorted, (size_t)t->vocab_size, sizeof *t->sorted, cmp_piece);
 }
 
+static const char SPACE_MARK[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
+
+/* `p` with each space spelled "▁", NUL-terminated; NULL when out of memory. */
+static char *spell_spaces(const char *p, int n, int *out_len)
+{
+    int spaces = 0;
+    for (int i = 0; i < n; i++)
+        spaces += p[i] == ' ';
+    char *s = malloc((size_t)n + 2 * (size_t)spaces + 1);
+    if (!s)
+        return NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] == ' ') {
+            memcpy(s + k, SPACE_MARK, 3);
+            k += 3;
+        } else {
+            s[k++] = p[i];
+        }
+    }
+    s[k] = '\0';
+    *out_len = k;
+    return s;
+}
+
+ilab_status tl_tokenizer_spm_spelling(tl_tokenizer *t, char **raw, int *raw_len)
+{
+    if (!raw) {
+        raw = calloc((size_t)t->vocab_size + 1, sizeof *raw);
+        raw_len = calloc((size_t)t->vocab_size + 1, sizeof *raw_len);
+        for (int i = 0; raw && raw_len && i < t->vocab_size; i++) {
+            raw[i] = spell_spaces(t->pieces[i], t->piece_len[i], &raw_len[i]);
+            if (!raw[i]) {
+                for (int k = 0; k < i; k++)
+                    free(raw[k]);
+                free(raw);
+                raw = NULL;
+            }
+        }
+        if (!raw || !raw_len) {
+            free(raw);
+            free(raw_len);
+            return ILAB_OUT_OF_MEMORY;
+        }
+    }
+    if (t->raw) {
+        for (int i = 0; i < t->vocab_size; i++)
+            free(t->raw[i]);
+    }
+    free(t->raw);
+    free(t->raw_len);
+    t->raw = raw;
+    t->raw_len = raw_len;
+    t->max_raw_len = 0;
+    for (int i = 0; i < t->vocab_size; i++) {
+        t->sorted[i] = (tl_piece_index){raw[i], raw_len[i], i};
+        if (raw_len[i] > t->max_raw_len)
+            t->max_raw_len = raw_len[i];
+    }
+    qsort(t->sorted, (size_t)t->vocab_size, sizeof *t->sorted, cmp_piece);
+    return ILAB_OK;
+}
+
 ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int *lens,
                                     const float *scores, int bos_id, int eos_id, int unk_id,
                                     const char *label, tl_tokenizer *out, char *err, size_t cap)
@@ -125,6 +189,7 @@ ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int 
     }
     t.vocab_size = n;
     t.add_bos = 1; /* SentencePiece's defaults; GGUF metadata may change them */
+    t.add_space_prefix = 1;
     t.bos_id = bos_id;
     t.eos_id = eos_id;
     t.unk_id = unk_id;
@@ -218,6 +283,11 @@ ilab_status tl_tokenizer_load(const void *bytes, size_t size, const char *label,
         p += 8 + len;
     }
     finish(out);
+    if (tl_tokenizer_spm_spelling(out, NULL, NULL) != ILAB_OK) {
+        tl_tokenizer_free(out);
+        snprintf(err, cap, "tokenizer %s: out of memory", label);
+        return ILAB_OUT_OF_MEMORY;
+    }
     return ILAB_OK;
 }
 
@@ -327,7 +397,7 @@ static void push_pair(const tl_tokenizer *t, const char *s, const symbol *sym, i
         return;
     int j = sym[i].next;
     int len = sym[i].len + sym[j].len;
-    if (len > t->max_token_length)
+    if (len > t->max_raw_len)
         return;
     int id = lookup(t, s + sym[i].start, len);
     if (id >= 0)
@@ -335,16 +405,20 @@ static void push_pair(const tl_tokenizer *t, const char *s, const symbol *sym, i
 }
 
 /* SentencePiece BPE of one run of text (no special tokens in it), with the
- * dummy-prefix space when `prefix`. */
+ * dummy-prefix space when `prefix`. As llama.cpp does, every space is
+ * spelled "▁" before the text is split into characters, so a literal "▁"
+ * in the text is a space, and an invalid UTF-8 lead byte before a space
+ * takes bytes of its "▁" into its character. */
 static ilab_status spm_encode(const tl_tokenizer *t, const char *text, size_t len, int prefix,
                               tl_ids *out)
 {
     if (len == 0)
         return ILAB_OK;
-    if (len > (size_t)1 << 30)
+    if (len > (size_t)1 << 28)
         return ILAB_OUT_OF_MEMORY;
-    /* The dummy prefix: SentencePiece sees "▁" + text, stored here as " ". */
-    size_t n_bytes = len + (prefix ? 1 : 0);
+    size_t n_bytes = prefix ? 3 : 0;
+    for (size_t i = 0; i < len; i++)
+        n_bytes += text[i] == ' ' ? 3 : 1;
     char *s = malloc(n_bytes);
     symbol *sym = malloc(n_bytes * sizeof *sym);
     /* Each merge pushes at most two candidates, on top of the initial ones. */
@@ -353,9 +427,19 @@ static ilab_status spm_encode(const tl_tokenizer *t, const char *text, size_t le
         free(s); free(sym); free(heap);
         return ILAB_OUT_OF_MEMORY;
     }
-    if (prefix)
-        s[0] = ' ';
-    memcpy(s + (prefix ? 1 : 0), text, len);
+    size_t k = 0;
+    if (prefix) {
+        memcpy(s, SPACE_MARK, 3);
+        k = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(s + k, SPACE_MARK, 3);
+            k += 3;
+        } else {
+            s[k++] = text[i];
+        }
+    }
 
     /* Initial symbols: one per character, its length read from the lead
      * byte; one that is not a piece stays whole (it may still merge) and
@@ -396,8 +480,8 @@ static ilab_status spm_encode(const tl_tokenizer *t, const char *text, size_t le
                 st = ILAB_OUT_OF_MEMORY;
             continue;
         }
-        for (int k = 0; k < sym[i].len; k++) {
-            int b = t->byte_id[(unsigned char)s[sym[i].start + k]];
+        for (int j = 0; j < sym[i].len; j++) {
+            int b = t->byte_id[(unsigned char)s[sym[i].start + j]];
             if (tl_ids_push(out, b >= 0 ? b : t->unk_id))
                 st = ILAB_OUT_OF_MEMORY;
         }
@@ -444,7 +528,7 @@ ilab_status tl_tokenizer_index_special(tl_tokenizer *t)
 /* The text a special token is matched by: its stored form. */
 static const char *special_text(const tl_tokenizer *t, int id, int *len)
 {
-    if (t->kind == TL_TOKENIZER_BPE) {
+    if (t->raw) {
         *len = t->raw_len[id];
         return t->raw[id];
     }
@@ -500,6 +584,12 @@ static const char *find_bytes(const char *hay, size_t n, const char *needle, siz
     return NULL;
 }
 
+/* C's isspace() in the C locale, which llama.cpp's RSTRIP uses. */
+static int is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 /* llama.cpp's special-token partition: for each special token, longest
  * first, every raw fragment is split around each of its occurrences. */
 static int partition(const tl_tokenizer *t, const char *text, size_t len, int parse_special,
@@ -531,8 +621,11 @@ static int partition(const tl_tokenizer *t, const char *text, size_t len, int pa
             } else {
                 i++;
             }
-            if (at + (size_t)m < end &&
-                frag_insert(f, pos, (fragment){at + (size_t)m, end - at - (size_t)m, -1}) != 0)
+            size_t right = at + (size_t)m;
+            if (t->rstrip && t->rstrip[id])
+                while (right < end && is_space(text[right]))
+                    right++;
+            if (right < end && frag_insert(f, pos, (fragment){right, end - right, -1}) != 0)
                 return -1;
         }
     }
@@ -560,7 +653,8 @@ ilab_status tl_tokenizer_encode_ex(const tl_tokenizer *t, const char *text, size
         } else if (t->kind == TL_TOKENIZER_BPE) {
             st = tl_bpe_encode(t->bpe, text + fr->start, fr->len, &out);
         } else {
-            st = spm_encode(t, text + fr->start, fr->len, prev_special, &out);
+            st = spm_encode(t, text + fr->start, fr->len, prev_special && t->add_space_prefix,
+                            &out);
             prev_special = 0;
         }
     }
@@ -600,8 +694,12 @@ static const char byte_chars[256] = {
 void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
                         const char **bytes, size_t *len)
 {
-    if (token == t->bos_id || token == t->eos_id ||
-        (t->types && t->types[token] == TL_TOKEN_CONTROL)) {
+    /* As llama.cpp's token_to_piece without `special`: control and
+     * unknown-type tokens are no text; in a SentencePiece vocabulary unused
+     * ones neither, and user-defined ones are their spelling as it is. */
+    int type = t->types ? t->types[token] : TL_TOKEN_NORMAL;
+    if (token == t->bos_id || token == t->eos_id || type == TL_TOKEN_CONTROL ||
+        type == TL_TOKEN_UNKNOWN || (t->kind == TL_TOKENIZER_SPM && type == TL_TOKEN_UNUSED)) {
         *bytes = "";
         *len = 0;
         return;
@@ -609,6 +707,11 @@ void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
     if (t->kind == TL_TOKENIZER_BPE) { /* pieces hold the decoded bytes */
         *bytes = t->pieces[token];
         *len = (size_t)t->piece_len[token];
+        return;
+    }
+    if (type == TL_TOKEN_USER_DEFINED && t->raw) {
+        *bytes = t->raw[token];
+        *len = (size_t)t->raw_len[token];
         return;
     }
     const char *p = t->pieces[token];
@@ -620,7 +723,7 @@ void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
         return;
     }
     /* The dummy prefix the encoder added is not part of the text. */
-    if ((prev < 0 || prev == t->bos_id) && n > 0 && p[0] == ' ') {
+    if (t->add_space_prefix && (prev < 0 || prev == t->bos_id) && n > 0 && p[0] == ' ') {
         p++;
         n--;
     }

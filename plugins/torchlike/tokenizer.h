@@ -38,11 +38,17 @@ typedef struct tl_tokenizer {
     tl_tokenizer_kind kind;
     unsigned char *types;   /* owned: a TL_TOKEN_* per id; NULL = all normal */
     int add_bos, add_eos;   /* what the model's metadata asks for */
+    int add_space_prefix;   /* SentencePiece: the dummy "▁" before a text (and
+                             * dropped again when decoding); default 1 */
     int32_t *special;       /* owned: control, user-defined and unknown ids, longest first */
     int n_special;
     struct tl_bpe *bpe;     /* owned; byte-level BPE only */
-    char **raw;             /* owned, BPE only: tokens as stored (mapped characters) */
+    char **raw;             /* owned: tokens as the file spells them (BPE: mapped
+                             * characters; SentencePiece: "▁" for a space) */
     int *raw_len;
+    int max_raw_len;        /* SentencePiece: the longest raw token */
+    unsigned char *rstrip;  /* owned, NULL = none: 1 where white space after this
+                             * special token is dropped (llama.cpp's RSTRIP) */
     char pre[48];           /* BPE: the pre-tokenizer rules in use */
     int vocab_size;
     int max_token_length;
@@ -69,6 +75,12 @@ ilab_status tl_tokenizer_from_vocab(int n, const char *const *pieces, const int 
                                     const float *scores, int bos_id, int eos_id, int unk_id,
                                     const char *label, tl_tokenizer *out, char *err,
                                     size_t err_cap);
+/* SentencePiece: the tokens as the file spells them, which the encoder
+ * looks text up in (spaces become "▁" first, as llama.cpp does) and special
+ * tokens are matched by. Takes ownership of `raw` and `raw_len` (n entries,
+ * each NUL-terminated too); NULL: the pieces with each space spelled "▁"
+ * (a tokenizer.bin). Returns ILAB_OUT_OF_MEMORY or ILAB_OK. */
+ilab_status tl_tokenizer_spm_spelling(tl_tokenizer *t, char **raw, int *raw_len);
 /* The vocabulary of a GGUF file (checkpoint_gguf.c): tokenizer.ggml.model
  * "llama", .tokens, .scores and the BOS/EOS/unknown ids; the token count
  * must be `expected_vocab`. Errors name `label` and the key. */

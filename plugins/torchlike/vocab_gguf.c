@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "chat_vocab.h"
 #include "gguf.h"
 #include "pretok.h"
 
@@ -59,15 +60,110 @@ static int get_types(const tl_gguf *g, const char *label, int n, unsigned char *
     return 0;
 }
 
+/* The id of the token the file spells `text`, or -1 (the lowest id). */
+static int find_raw(const tl_tokenizer *t, const char *text)
+{
+    size_t n = strlen(text);
+    for (int i = 0; i < t->vocab_size; i++)
+        if ((size_t)t->raw_len[i] == n && memcmp(t->raw[i], text, n) == 0)
+            return i;
+    return -1;
+}
+
+/* llama.cpp gives every token spelled as an end of generation the control
+ * attribute, whatever its type (phi-3's "</s>" is user-defined): it is then
+ * special text, matched only when special tokens are parsed, and no text
+ * when decoded. */
+static int promote_eog(tl_tokenizer *t)
+{
+    for (const char *const *e = tl_eog_texts; *e; e++) {
+        int id = find_raw(t, *e);
+        if (id < 0)
+            continue;
+        if (!t->types) {
+            t->types = malloc((size_t)t->vocab_size);
+            if (!t->types)
+                return -1;
+            memset(t->types, TL_TOKEN_NORMAL, (size_t)t->vocab_size);
+        }
+        /* A token of one type that carries the control attribute behaves as a
+         * control token in every place the tokenizer looks. */
+        t->types[id] = TL_TOKEN_CONTROL;
+    }
+    if (!t->types)
+        return 0;
+    /* llama.cpp's exceptions to that, also by spelling: gpt-oss and
+     * solar-open's <|end|> only ends a message (user-defined, as are
+     * gpt-oss's channel markers); gemma 4's </s> is plain text. */
+    int end = find_raw(t, "<|end|>"), s_id = find_raw(t, "</s>");
+    int ret = find_raw(t, "<|return|>") >= 0, call = find_raw(t, "<|call|>") >= 0;
+    int calls = find_raw(t, "<|calls|>") >= 0, flush = find_raw(t, "<|flush|>") >= 0;
+    if (end >= 0 && ((ret && call) || ((call || calls) && flush)))
+        t->types[end] = TL_TOKEN_USER_DEFINED;
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                        "<|constrain|>"};
+    for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
+        int id = find_raw(t, shown[k]);
+        if (id >= 0)
+            t->types[id] = TL_TOKEN_USER_DEFINED;
+    }
+    if (s_id >= 0 && find_raw(t, "<|tool_response>") >= 0)
+        t->types[s_id] = TL_TOKEN_NORMAL;
+    return 0;
+}
+
+/* Whether general.name, lower-cased, holds "phi-3" or "phi3": llama.cpp
+ * gives that model's special tokens the RSTRIP attribute by name alone. */
+static int is_phi3(const tl_gguf *g)
+{
+    const tl_gguf_kv *kv = tl_gguf_find(g, "general.name");
+    if (!kv || kv->type != TL_GGUF_STRING)
+        return 0;
+    tl_gguf_string s;
+    char e[8];
+    if (tl_gguf_get_string(g, "general.name", "", &s, e, sizeof e) != 0)
+        return 0;
+    char low[256];
+    size_t n = s.len < sizeof low - 1 ? (size_t)s.len : sizeof low - 1;
+    for (size_t i = 0; i < n; i++) {
+        char c = s.s[i];
+        low[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    low[n] = '\0';
+    return strstr(low, "phi-3") || strstr(low, "phi3");
+}
+
+/* Phi-3 as llama.cpp tokenizes it: white space after a special token is
+ * dropped, except after <unk>, <s> and <|endoftext|>; </s> strips too. */
+static int set_phi3_rstrip(tl_tokenizer *t)
+{
+    t->rstrip = calloc((size_t)t->vocab_size, 1);
+    if (!t->rstrip)
+        return -1;
+    for (int k = 0; k < t->n_special; k++)
+        t->rstrip[t->special[k]] = 1;
+    static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    int id = find_raw(t, "</s>");
+    if (id >= 0)
+        t->rstrip[id] = 1;
+    for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+        if ((id = find_raw(t, keep[k])) >= 0)
+            t->rstrip[id] = 0;
+    return 0;
+}
+
 /* Token types, add_bos/add_eos and the special-token index, for either kind. */
 static ilab_status read_extras(const tl_gguf *g, const char *label, tl_tokenizer *t, char *err,
                                size_t cap)
 {
+    free(t->types); /* the BPE path read them already, to decode its pieces */
+    t->types = NULL;
     if (get_types(g, label, t->vocab_size, &t->types, err, cap) != 0 ||
         get_bool(g, "tokenizer.ggml.add_bos_token", label, &t->add_bos, err, cap) < 0 ||
         get_bool(g, "tokenizer.ggml.add_eos_token", label, &t->add_eos, err, cap) < 0)
         return ILAB_INVALID_ARGUMENT;
-    if (tl_tokenizer_index_special(t) != ILAB_OK) {
+    if (promote_eog(t) != 0 || tl_tokenizer_index_special(t) != ILAB_OK ||
+        (is_phi3(g) && set_phi3_rstrip(t) != 0)) {
         snprintf(err, cap, "GGUF %s: out of memory for the special tokens", label);
         return ILAB_OUT_OF_MEMORY;
     }
@@ -263,10 +359,21 @@ ilab_status tl_vocab_from_gguf(const struct tl_gguf *g, const char *label, int e
                  model.len > 64 ? 64 : (int)model.len, model.s);
         return ILAB_INVALID_ARGUMENT;
     }
+    if (pre_override && *pre_override) {
+        snprintf(err, cap, "GGUF %s: setting pre_tokenizer (\"%s\") is for byte-level BPE "
+                 "vocabularies; this file's tokenizer.ggml.model is \"llama\" (SentencePiece), "
+                 "which has no pre-tokenizer: remove the setting", label, pre_override);
+        return ILAB_INVALID_ARGUMENT;
+    }
     ilab_status st = tl_tokenizer_from_gguf(g, label, expected_vocab, out, err, cap);
     if (st != ILAB_OK)
         return st;
-    st = read_extras(g, label, out, err, cap);
+    /* tokenizer.ggml.remove_extra_whitespaces is not read: llama.cpp's
+     * SentencePiece tokenizer does not use it either. */
+    if (get_bool(g, "tokenizer.ggml.add_space_prefix", label, &out->add_space_prefix, err, cap) < 0)
+        st = ILAB_INVALID_ARGUMENT;
+    else
+        st = read_extras(g, label, out, err, cap);
     if (st != ILAB_OK)
         tl_tokenizer_free(out);
     return st;

@@ -22,6 +22,7 @@ typedef struct vocab_file {
     int n;
     int eos, eot; /* eot -1: no eot_token_id key */
     const char *template_text;
+    int no_space_prefix; /* 1: tokenizer.ggml.add_space_prefix false */
 } vocab_file;
 
 typedef struct loaded {
@@ -52,6 +53,8 @@ static void load(const vocab_file *v, loaded *l)
         tl_gw_u32(&w, "tokenizer.ggml.eot_token_id", (uint32_t)v->eot);
     if (v->template_text)
         tl_gw_string(&w, "tokenizer.chat_template", v->template_text);
+    if (v->no_space_prefix)
+        tl_gw_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
     size_t size;
     assert_int_equal(tl_gw_finish(&w, &l->bytes, &size), 0);
     tl_gw_free(&w);
@@ -82,7 +85,7 @@ static void test_eog_ids(void **state)
     (void)state;
     /* EOS first; <|im_end|> and <|eot_id|> by their text (the latter of
      * normal type, as llama.cpp takes it too); no eot key. */
-    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, "{{ '<|im_start|>' }}"};
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, "{{ '<|im_start|>' }}", 0};
     loaded l;
     load(&v, &l);
     assert_int_equal(l.cv.n_eog, 3);
@@ -98,7 +101,7 @@ static void test_eot_key_and_no_template(void **state)
 {
     (void)state;
     /* eot_token_id names a token whose text is no known marker ("Hi"). */
-    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, 6, NULL};
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, 6, NULL, 0};
     loaded l;
     load(&v, &l);
     assert_int_equal(l.cv.n_eog, 4);
@@ -116,7 +119,7 @@ static void test_harmony_end_is_not_eog(void **state)
     static const char *const toks[] = {"<unk>", "<s>", "<|endoftext|>", "<|end|>", "<|return|>",
                                        "<|call|>", "a"};
     static const int32_t types[] = {2, 3, 3, 3, 3, 3, 1};
-    vocab_file v = {toks, types, 7, 2, -1, NULL};
+    vocab_file v = {toks, types, 7, 2, -1, NULL, 0};
     loaded l;
     load(&v, &l);
     assert_int_equal(l.cv.n_eog, 3); /* <|endoftext|>, <|return|>, <|call|>: not <|end|> */
@@ -145,7 +148,7 @@ static int has_id(const int32_t *ids, size_t n, int32_t id)
 static void test_parse_special(void **state)
 {
     (void)state;
-    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL};
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL, 0};
     loaded l;
     load(&v, &l);
     int32_t ids[64];
@@ -185,7 +188,7 @@ static void test_parse_special(void **state)
 static void test_llama2c_has_eos_only(void **state)
 {
     (void)state;
-    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL};
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL, 0};
     loaded l;
     load(&v, &l);
     tl_chat_vocab cv;
@@ -199,6 +202,51 @@ static void test_llama2c_has_eos_only(void **state)
     unload(&l);
 }
 
+/* A pre-tokenizer setting means nothing to a SentencePiece vocabulary: it
+ * is refused by name, not ignored. */
+static void test_spm_refuses_pre_tokenizer(void **state)
+{
+    (void)state;
+    vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL, 0};
+    loaded l;
+    load(&v, &l);
+    tl_tokenizer t;
+    char err[512] = "";
+    assert_int_equal(tl_vocab_from_gguf(l.g, "chat.gguf", v.n, "llama-bpe", &t, err, sizeof err),
+                     ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "chat.gguf"));
+    assert_non_null(strstr(err, "pre_tokenizer (\"llama-bpe\")"));
+    assert_non_null(strstr(err, "SentencePiece"));
+    unload(&l);
+}
+
+/* tokenizer.ggml.add_space_prefix false: no dummy "▁" before the text (nor
+ * after a special token), as llama.cpp reads the key. */
+static void test_spm_without_space_prefix(void **state)
+{
+    (void)state;
+    int32_t ids[16];
+    size_t n;
+    for (int off = 0; off <= 1; off++) {
+        vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, -1, NULL, off};
+        loaded l;
+        load(&v, &l);
+        assert_int_equal(l.tok.add_space_prefix, !off);
+        assert_int_equal(tl_tokenizer_encode(&l.tok, "Hi", 2, 0, 0, ids, 16, &n), ILAB_OK);
+        if (off) { /* "H" "i" */
+            assert_int_equal(n, 2);
+            assert_int_equal(ids[0], 7);
+            assert_int_equal(ids[1], 8);
+        } else { /* "▁" "H" "i" (no "▁H" or "Hi" to merge through) */
+            assert_int_equal(n, 3);
+            assert_int_equal(ids[0], 9);
+            assert_int_equal(ids[1], 7);
+            assert_int_equal(ids[2], 8);
+        }
+        unload(&l);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +255,8 @@ int main(void)
         cmocka_unit_test(test_harmony_end_is_not_eog),
         cmocka_unit_test(test_parse_special),
         cmocka_unit_test(test_llama2c_has_eos_only),
+        cmocka_unit_test(test_spm_refuses_pre_tokenizer),
+        cmocka_unit_test(test_spm_without_space_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -576,6 +576,8 @@ static void test_config_errors(void **state)
         {{"max_sequences", "0"}, "max_sequences", ILAB_INVALID_ARGUMENT},
         {{"colour", "blue"}, "colour", ILAB_INVALID_ARGUMENT},
         {{"quantize", "q4_0"}, "quantize", ILAB_INVALID_ARGUMENT},
+        /* the default vocabulary is SentencePiece: no pre-tokenizer to set */
+        {{"pre_tokenizer", "llama-bpe"}, "pre_tokenizer (\"llama-bpe\")", ILAB_INVALID_ARGUMENT},
         {{"model", "/nonexistent/model.bin"}, "/nonexistent/model.bin", ILAB_UNAVAILABLE}, /* probe and create agree (PRB-2) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -158,11 +158,15 @@ static void test_special_tokens_and_empty(void **state)
     assert_true(k == 6 && !memcmp(p, " hello", 6));
 }
 
-/* Invalid UTF-8 falls back to bytes and round-trips (TOK-5). */
+/* Invalid UTF-8 falls back to bytes and round-trips (TOK-5). Not before a
+ * space within a lead byte's reach: as in llama.cpp, spaces are spelled
+ * "\xe2\x96\x81" before the text is split into characters, so such a
+ * character takes bytes of that spelling, which decode as "▁" (the
+ * vocabulary tests hold that case to llama.cpp's ids). */
 static void test_invalid_utf8_round_trips(void **state)
 {
     const tl_tokenizer *t = *state;
-    const char bad[] = "ok \xff\xfe \xe6\x97 half \xc3";
+    const char bad[] = "ok \xff\xfe" "abc \xe6\x97" "x half \xc3";
     size_t len = sizeof bad - 1;
     int32_t ids[64];
     size_t n;

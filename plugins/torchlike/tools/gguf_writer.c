@@ -67,6 +67,13 @@ void tl_gw_u32(tl_gguf_writer *w, const char *k, uint32_t value)
     put_u32(&w->kv, value);
 }
 
+void tl_gw_bool(tl_gguf_writer *w, const char *k, int value)
+{
+    unsigned char b = value != 0;
+    key(w, k, 7);
+    put(&w->kv, &b, 1);
+}
+
 void tl_gw_f32(tl_gguf_writer *w, const char *k, float value)
 {
     key(w, k, 6);

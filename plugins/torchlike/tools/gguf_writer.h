@@ -26,6 +26,7 @@ void tl_gw_free(tl_gguf_writer *w);
 
 void tl_gw_string(tl_gguf_writer *w, const char *key, const char *value);
 void tl_gw_u32(tl_gguf_writer *w, const char *key, uint32_t value);
+void tl_gw_bool(tl_gguf_writer *w, const char *key, int value);
 void tl_gw_f32(tl_gguf_writer *w, const char *key, float value);
 /* Arrays: strings (lens[i] bytes each), float32, int32. */
 void tl_gw_strings(tl_gguf_writer *w, const char *key, uint64_t n, const char *const *s,
