@@ -122,10 +122,24 @@ static ilab_status fail(ilab_backend_t *b, ilab_status st, const char *what)
     return st;
 }
 
+/* The mock's manifest declares no configuration key: any key is one it does
+ * not know, refused naming it (ERR-5). */
+static bool unknown_key(const ilab_config_entry_t *c, size_t n, char *msg, size_t cap)
+{
+    if (n == 0 || !c)
+        return false;
+    if (cap)
+        snprintf(msg, cap, "unknown configuration key '%s' (the mock declares none)",
+                 c[0].key ? c[0].key : "(null)");
+    return true;
+}
+
 static ilab_status mock_probe(const ilab_host_t *host, const ilab_config_entry_t *c, size_t n,
                               char *reason, size_t cap)
 {
-    (void)host; (void)c; (void)n;
+    (void)host;
+    if (unknown_key(c, n, reason, cap))
+        return ILAB_INVALID_ARGUMENT;
 #ifdef BREAK_PROBE_HANG
     for (;;)
         pause();
@@ -146,12 +160,13 @@ static ilab_status mock_probe(const ilab_host_t *host, const ilab_config_entry_t
 static ilab_status mock_create(const ilab_host_t *host, const ilab_config_entry_t *c, size_t n,
                                char *error, size_t cap, ilab_backend_t **out)
 {
-    (void)c; (void)n;
     if (!host || !out) {
         if (error && cap)
             snprintf(error, cap, "create: host or out is NULL");
         return ILAB_INVALID_ARGUMENT;
     }
+    if (unknown_key(c, n, error, cap))
+        return ILAB_INVALID_ARGUMENT;
     ilab_backend_t *b = calloc(1, sizeof *b);
     if (!b) {
         snprintf(error, cap, "out of memory");
@@ -888,8 +903,17 @@ static ilab_status mock_generate(ilab_backend_t *b, const ilab_generate_request_
 {
     if (!r || !fn)
         return fail(b, ILAB_INVALID_ARGUMENT, "generate: NULL request or callback");
+    if (r->struct_size < ILAB_GENERATE_REQUEST_SIZE_1_0) {
+        /* Too short to read even its request id: answered as request 0. */
+        const ilab_generate_request_t unread = {.struct_size = r->struct_size};
+        return refuse(b, &unread, fn, user, ILAB_ABI_MISMATCH,
+                      "generate: a request struct_size below ABI 1.0's");
+    }
     if (!r->prompt_tokens || r->n_prompt_tokens == 0 || r->max_tokens <= 0)
         return refuse(b, r, fn, user, ILAB_INVALID_ARGUMENT, "generate: empty prompt or max_tokens <= 0");
+    if (r->n_prompt_tokens > MAX_CONTEXT)
+        return refuse(b, r, fn, user, ILAB_CONTEXT_OVERFLOW,
+                      "generate: the prompt is longer than max_context 64 (STR-3)");
     if (!r->sampling || r->sampling->struct_size < sizeof *r->sampling ||
         !ilab_struct_tail_is_zero(r->sampling, sizeof *r->sampling))
         return refuse(b, r, fn, user, ILAB_ABI_MISMATCH,
