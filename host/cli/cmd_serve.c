@@ -460,8 +460,22 @@ static int apply_models(const serve_options *o, ilab_settings *settings,
     }
     if (!named && o->n_models)
         return ilab_settings_set_model(settings, plugin, o->models[0]) == ILAB_OK ? -1 : 1;
-    return ilab_serve_models_open(o->models, o->n_models, plugin, build_settings, (void *)o,
-                                  models);
+    /* Without --model, the settings' server.models (every one named). */
+    const char *const *args = o->n_models ? o->models
+                                          : (const char *const *)settings->server.models;
+    size_t n = o->n_models ? o->n_models : settings->server.n_models;
+    if (n && !plugin) {
+        fprintf(stderr, "inferlab serve: server.models: no backend to serve them (--backend "
+                        "NAME, or the setting default_backend)\n");
+        return 2;
+    }
+    if (n && !o->n_models && o->n_backends > 1) {
+        fprintf(stderr, "inferlab serve: server.models with %zu --backend: name at most one "
+                        "backend, the one that serves the models\n", o->n_backends);
+        return 2;
+    }
+    return ilab_serve_models_open(o->n_models ? "--model" : "server.models", args, n, plugin,
+                                  build_settings, (void *)o, models);
 }
 
 int ilab_cmd_serve(int argc, char **argv)

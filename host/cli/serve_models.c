@@ -33,13 +33,13 @@ static bool name_ok(const char *name, size_t len)
 }
 
 /* Readable as a regular file now: a typo fails here, named, not later in a worker. */
-static bool file_readable(const char *arg, const char *file)
+static bool file_readable(const char *what, const char *arg, const char *file)
 {
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "inferlab serve: --model '%s': cannot read the model file '%s': %s\n",
-                arg, file, fd < 0 ? strerror(errno) : "not a regular file");
+        fprintf(stderr, "inferlab serve: %s '%s': cannot read the model file '%s': %s\n",
+                what, arg, file, fd < 0 ? strerror(errno) : "not a regular file");
         if (fd >= 0)
             close(fd);
         return false;
@@ -49,24 +49,24 @@ static bool file_readable(const char *arg, const char *file)
 }
 
 /* One NAME=FILE into slot i; -1 or the exit code. */
-static int open_one(const char *arg, size_t i, const char *plugin, ilab_settings_builder build,
-                    void *ctx, ilab_serve_models *out)
+static int open_one(const char *what, const char *arg, size_t i, const char *plugin,
+                    ilab_settings_builder build, void *ctx, ilab_serve_models *out)
 {
     const char *eq = strchr(arg, '=');
     size_t len = (size_t)(eq - arg);
     if (!name_ok(arg, len)) {
-        fprintf(stderr, "inferlab serve: --model '%s': the name '%.*s' is not 1-%d letters, "
-                        "digits or ._:-\n", arg, (int)len, arg, NAME_MAX_LEN);
+        fprintf(stderr, "inferlab serve: %s '%s': the name '%.*s' is not 1-%d letters, "
+                        "digits or ._:-\n", what, arg, (int)len, arg, NAME_MAX_LEN);
         return 2;
     }
     for (size_t j = 0; j < i; j++)
         if (strlen(out->models[j].name) == len && !strncmp(out->models[j].name, arg, len)) {
-            fprintf(stderr, "inferlab serve: --model '%s': the name '%.*s' is given twice\n",
-                    arg, (int)len, arg);
+            fprintf(stderr, "inferlab serve: %s '%s': the name '%.*s' is given twice\n",
+                    what, arg, (int)len, arg);
             return 2;
         }
     const char *file = eq + 1;
-    if (!file_readable(arg, file))
+    if (!file_readable(what, arg, file))
         return 2;
     char *name = strndup(arg, len);
     ilab_settings *s = &out->settings[i];
@@ -82,12 +82,13 @@ static int open_one(const char *arg, size_t i, const char *plugin, ilab_settings
         snprintf(err, sizeof err, "setting %s.model: out of memory", plugin);
     else
         return -1;
-    fprintf(stderr, "inferlab serve: --model '%s': %s\n", arg, err);
+    fprintf(stderr, "inferlab serve: %s '%s': %s\n", what, arg, err);
     return 2;
 }
 
-int ilab_serve_models_open(const char *const *args, size_t n, const char *plugin,
-                           ilab_settings_builder build, void *ctx, ilab_serve_models *out)
+int ilab_serve_models_open(const char *what, const char *const *args, size_t n,
+                           const char *plugin, ilab_settings_builder build, void *ctx,
+                           ilab_serve_models *out)
 {
     memset(out, 0, sizeof *out);
     out->models = calloc(n ? n : 1, sizeof *out->models);
@@ -97,7 +98,7 @@ int ilab_serve_models_open(const char *const *args, size_t n, const char *plugin
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = open_one(args[i], i, plugin, build, ctx, out);
+        int rc = open_one(what, args[i], i, plugin, build, ctx, out);
         if (rc >= 0)
             return rc;
     }

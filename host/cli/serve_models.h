@@ -26,10 +26,12 @@ bool ilab_serve_model_is_named(const char *arg);
 /* Parse the `n` NAME=FILE arguments into `out`, each served by `plugin`
  * (borrowed). Fails closed: a name that is empty, too long or not made of
  * letters, digits and ._:- ; a name given twice; a file that cannot be
- * read -- each message names the argument. Returns -1 to go on, else the
+ * read -- each message names `what` ("--model", "server.models") and the
+ * argument. Returns -1 to go on, else the
  * exit code (the error printed); `out` is to be freed either way. */
-int ilab_serve_models_open(const char *const *args, size_t n, const char *plugin,
-                           ilab_settings_builder build, void *ctx, ilab_serve_models *out);
+int ilab_serve_models_open(const char *what, const char *const *args, size_t n,
+                           const char *plugin, ilab_settings_builder build, void *ctx,
+                           ilab_serve_models *out);
 
 void ilab_serve_models_free(ilab_serve_models *m);
 

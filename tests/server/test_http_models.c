@@ -198,11 +198,45 @@ static void bad_model_arguments(void **state)
             (const char *[]){"--backend", "no_such_plugin", "--model", "a=" LLAMA, NULL});
 }
 
+/* The same from the settings file: server.models, a mapping of name to file. */
+static void models_from_settings_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ilab_models_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "server:\n  models:\n    tiny-llama: %s\n    tiny-qwen: %s\n", LLAMA, QWEN);
+    fclose(f);
+    const char *args[] = {"--plugin-dir", SHIPPED_PLUGIN_DIR, "--config", path, NULL};
+    test_server s;
+    assert_true(test_server_start(&s, args));
+    assert_true(lists(&s, "/v1/models", "data", "id", "tiny-llama", NULL));
+    assert_true(lists(&s, "/v1/models", "data", "id", "tiny-qwen", NULL));
+    long status = 0;
+    free(complete(&s, "tiny-qwen", &status));
+    assert_int_equal(status, 200);
+    assert_int_equal(test_server_stop(&s), 0);
+
+    f = fopen(path, "w");
+    fprintf(f, "server:\n  models:\n    m: %s/missing.gguf\n", GGUF_DIR);
+    fclose(f);
+    refused("server.models 'm=" GGUF_DIR "/missing.gguf': cannot read the model file",
+            (const char *[]){"--config", path, NULL});
+    f = fopen(path, "w");
+    fprintf(f, "server:\n  models: [a, b]\n");
+    fclose(f);
+    refused("server.models: expected a mapping of model name to model file",
+            (const char *[]){"--config", path, NULL});
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_models_one_plugin),
         cmocka_unit_test(bad_model_arguments),
+        cmocka_unit_test(models_from_settings_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
