@@ -352,7 +352,10 @@ static int open_initial(ilab_serve_set *set, const ilab_catalog *c, const char *
         return -1;
     }
     if (st != ILAB_UNAVAILABLE && (set->single || (strict && st == ILAB_INVALID_ARGUMENT))) {
-        fprintf(stderr, "inferlab serve: %s\n", err);
+        if (model) /* the plugin's message names the plugin; say which model too */
+            fprintf(stderr, "inferlab serve: model '%s': %s\n", model->name, err);
+        else
+            fprintf(stderr, "inferlab serve: %s\n", err);
         return set->single && strstr(err, "starting the engine") ? 1
                                                                  : ilab_cli_open_exit_code(st);
     }

@@ -194,6 +194,9 @@ static void bad_model_arguments(void **state)
     refused("the name 'no space' is not",
             (const char *[]){"--model", "no space=" LLAMA, NULL});
     refused("cannot be mixed", (const char *[]){"--model", LLAMA, "--model", "q=" QWEN, NULL});
+    refused("model 'bad': backend 'torchlike': create failed",
+            (const char *[]){"--model", "good=" LLAMA, "--model", "bad=" GGUF_DIR "/README.md",
+                             NULL});
     refused("no_such_plugin",
             (const char *[]){"--backend", "no_such_plugin", "--model", "a=" LLAMA, NULL});
 }
