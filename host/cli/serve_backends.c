@@ -88,16 +88,23 @@ static entry *entry_named(ilab_serve_set *set, const char *name)
     return NULL;
 }
 
+/* Room for `cap` entries. */
+static bool entries_reserve(ilab_serve_set *set, size_t cap)
+{
+    if (cap <= set->cap)
+        return true;
+    entry *grown = realloc(set->e, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    set->e = grown;
+    set->cap = cap;
+    return true;
+}
+
 static entry *entry_add(ilab_serve_set *set, const char *name)
 {
-    if (set->n == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 8;
-        entry *grown = realloc(set->e, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        set->e = grown;
-        set->cap = cap;
-    }
+    if (set->n == set->cap && !entries_reserve(set, set->cap ? set->cap * 2 : 8))
+        return NULL;
     entry *k = &set->e[set->n++];
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name);
@@ -466,7 +473,10 @@ int ilab_serve_set_open(const ilab_settings *settings, const char *const *names,
     }
     size_t cap = set->all ? ilab_catalog_size(c) : n_names, n = 0;
     ilab_server_backend *bes = calloc(cap ? cap : 1, sizeof *bes);
-    int rc = bes && copy_dirs(set, c) ? open_all(set, c, names, n_names, models, bes, &n) : 1;
+    /* The start-up versions point at their entries' names and reasons
+     * until the server takes them: the entries must not move before. */
+    int rc = bes && entries_reserve(set, cap) && copy_dirs(set, c)
+                 ? open_all(set, c, names, n_names, models, bes, &n) : 1;
     set->plugins_json = ilab_catalog_status_json(c);
     if (set->single || set->models)
         set->last = c; /* unprobed, like a reload's scan */
