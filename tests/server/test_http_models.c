@@ -1,8 +1,9 @@
 /* `inferlab serve --model NAME=FILE`: two GGUF models served by one
  * torchlike plugin, each its own instance in its own worker process.
  * /v1/models and /health list both by name; a completion naming each gets
- * that model's greedy answer, the same as the model served alone; a worker
- * killed fails only its model's requests, and comes back. Bad --model
+ * that model's greedy answer, the same as the model served alone (in
+ * workers and in-process); a worker killed fails only its model's
+ * requests, and comes back. Bad --model
  * arguments fail closed, naming the argument. */
 #include <dirent.h>
 #include <setjmp.h>
@@ -154,6 +155,21 @@ static void two_models_one_plugin(void **state)
     /* Restarted after its back-off (1 s): the same answer again. */
     for (int i = 0; i < 80 && !lists(&s, "/health", "backends", "backend", "llama", "ok"); i++)
         nanosleep(&pause, NULL);
+    got = complete(&s, "llama", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(got, want_llama);
+    free(got);
+    assert_int_equal(test_server_stop(&s), 0);
+
+    /* In the server's own process (--isolation none): two instances of one
+     * loaded plugin, the same answers. */
+    const char *in_process[] = {"--plugin-dir", SHIPPED_PLUGIN_DIR, "--isolation", "none",
+                                "--model", "llama=" LLAMA, "--model", "qwen=" QWEN, NULL};
+    assert_true(test_server_start(&s, in_process));
+    got = complete(&s, "qwen", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(got, want_qwen);
+    free(got);
     got = complete(&s, "llama", &status);
     assert_int_equal(status, 200);
     assert_string_equal(got, want_llama);
