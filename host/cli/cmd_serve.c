@@ -16,6 +16,7 @@
 #include "config/settings.h"
 #include "serve_backends.h"
 #include "serve_inspector.h"
+#include "serve_models.h"
 #include "serve_watch.h"
 #include "server/chat_formats.h"
 #include "server/server.h"
@@ -28,7 +29,7 @@
 enum {
     OPT_HOST = 256, OPT_PORT, OPT_BACKEND, OPT_CONFIG, OPT_SET, OPT_PLUGIN_DIR, OPT_PLUGIN,
     OPT_API_KEY, OPT_ALLOW_UNAUTHENTICATED, OPT_ACCESS_LOG, OPT_INSECURE, OPT_WATCH,
-    OPT_ISOLATION, OPT_CHAT_TEMPLATE, OPT_CONFORMANCE_REPORTS, OPT_HELP
+    OPT_ISOLATION, OPT_MODEL, OPT_CHAT_TEMPLATE, OPT_CONFORMANCE_REPORTS, OPT_HELP
 };
 
 static const struct option serve_long_options[] = {
@@ -45,6 +46,7 @@ static const struct option serve_long_options[] = {
     {"allow-insecure-plugins", no_argument, NULL, OPT_INSECURE},
     {"watch", no_argument, NULL, OPT_WATCH},
     {"isolation", required_argument, NULL, OPT_ISOLATION},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
     {"conformance-reports", required_argument, NULL, OPT_CONFORMANCE_REPORTS},
     {"help", no_argument, NULL, OPT_HELP},
@@ -59,8 +61,9 @@ typedef struct serve_options {
     const char *conformance_reports; /* --conformance-reports DIR */
     bool allow_unauthenticated;
     int port;                   /* -1 = the settings' */
-    const char **sets, **dirs, **files, **backends; /* owned arrays of borrowed strings */
-    size_t n_sets, n_dirs, n_files, n_backends;
+    const char **sets, **dirs, **files, **backends, **models; /* owned arrays of borrowed
+                                                                 strings */
+    size_t n_sets, n_dirs, n_files, n_backends, n_models;
     bool allow_insecure;        /* --allow-insecure-plugins */
     bool watch;                 /* --watch */
     int isolate;                /* --isolation: 1 process, 0 none, -1 the settings' */
@@ -70,6 +73,7 @@ static void serve_usage(FILE *out)
 {
     fprintf(out,
             "usage: inferlab serve [--host ADDR] [--port N] [--backend NAME]... [--config FILE]\n"
+            "                      [--model FILE | --model NAME=FILE...]\n"
             "                      [--set plugin.key=value]... [--plugin FILE]... [--plugin-dir DIR]...\n"
             "                      [--api-key KEY] [--allow-unauthenticated]\n"
             "                      [--access-log FILE] [--watch] [--isolation process|none]\n"
@@ -85,6 +89,11 @@ static void serve_usage(FILE *out)
             "                           plugin of the folders is served, each as its own\n"
             "                           model: a request's \"model\" picks the backend;\n"
             "                           with --plugin files, every plugin of those files\n"
+            "  --model FILE             the default backend's model file (as run's --model)\n"
+            "  --model NAME=FILE        serve the model FILE as NAME: an instance of the\n"
+            "                           default backend (or of the one --backend names)\n"
+            "                           with <backend>.model=FILE, in its own worker;\n"
+            "                           repeat for several; a request's \"model\" picks one\n"
             "  --plugin FILE            a plugin file, looked at before every folder; relative\n"
             "                           to the current folder (with or without a slash)\n"
             "  --watch                  reload when a plugin folder changes (as SIGHUP does:\n"
@@ -135,6 +144,7 @@ static void serve_options_free(serve_options *o)
     free(o->dirs);
     free(o->files);
     free(o->backends);
+    free(o->models);
 }
 
 /* Returns -1 to go on, else the exit code (0 after --help, 2 on a usage error). */
@@ -147,7 +157,8 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
     o->dirs = calloc((size_t)argc, sizeof *o->dirs);
     o->files = calloc((size_t)argc, sizeof *o->files);
     o->backends = calloc((size_t)argc, sizeof *o->backends);
-    if (!o->sets || !o->dirs || !o->files || !o->backends) {
+    o->models = calloc((size_t)argc, sizeof *o->models);
+    if (!o->sets || !o->dirs || !o->files || !o->backends || !o->models) {
         fprintf(stderr, "inferlab serve: out of memory\n");
         return 1;
     }
@@ -157,6 +168,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o)
         switch (c) {
         case OPT_HOST: o->host = optarg; break;
         case OPT_BACKEND: o->backends[o->n_backends++] = optarg; break;
+        case OPT_MODEL: o->models[o->n_models++] = optarg; break;
         case OPT_WATCH: o->watch = true; break;
         case OPT_CONFIG: o->config = optarg; break;
         case OPT_SET: o->sets[o->n_sets++] = optarg; break;
@@ -312,8 +324,10 @@ static int main_loop(ilab_serve_set *set, ilab_server *server, int sfd, ilab_wat
     }
 }
 
-/* Serve until SIGINT/SIGTERM; returns the exit code. */
-static int serve(const serve_options *o, const ilab_settings *settings)
+/* Serve until SIGINT/SIGTERM; returns the exit code. With `models`
+ * (--model NAME=FILE), those are served instead of the backends. */
+static int serve(const serve_options *o, const ilab_settings *settings,
+                 const ilab_serve_models *models)
 {
     ilab_serve_set *set = NULL;
     ilab_server_backend *bes = NULL;
@@ -322,6 +336,10 @@ static int serve(const serve_options *o, const ilab_settings *settings)
     const char *const *names = o->n_backends ? o->backends
                                              : (const char *const *)settings->server.backends;
     size_t n_names = o->n_backends ? o->n_backends : settings->server.n_backends;
+    if (models->n) {
+        names = NULL;
+        n_names = models->n;
+    }
     /* Before any thread starts: every later look inside a plugin file is
      * forked from it, not from this process. */
     ilab_inspector *inspector = NULL;
@@ -330,7 +348,8 @@ static int serve(const serve_options *o, const ilab_settings *settings)
         fprintf(stderr, "inferlab serve: %s\n", err);
         return 1;
     }
-    int rc = ilab_serve_set_open(settings, names, n_names, inspector, &set, &bes, &n_bes);
+    int rc = ilab_serve_set_open(settings, names, models->n ? 0 : n_names, models->models,
+                                 models->n, inspector, &set, &bes, &n_bes);
     if (rc >= 0) {
         ilab_inspector_stop(inspector);
         return rc;
@@ -352,7 +371,7 @@ static int serve(const serve_options *o, const ilab_settings *settings)
     }
     ilab_server_config cfg = server_config(o, settings);
     cfg.default_backend = ilab_serve_set_default(set);
-    cfg.several = n_names != 1;
+    cfg.several = n_names != 1 || models->n;
     ilab_server *server = NULL;
     int sfd = signal_fd();
     if (sfd < 0) {
@@ -368,7 +387,7 @@ static int serve(const serve_options *o, const ilab_settings *settings)
         ilab_server_set_plugins(server, ilab_serve_set_plugins_json(set));
         char what[2048];
         ilab_server_describe(server, what, sizeof what);
-        bool one_down = n_names == 1 && strstr(what, "not serving");
+        bool one_down = n_names == 1 && !models->n && strstr(what, "not serving");
         printf("inferlab serve: listening on http://%s:%d (%s%s)\n", cfg.host,
                ilab_server_port(server), one_down ? "model 'unavailable'" : what,
                one_down ? ", backend unavailable" : "");
@@ -393,6 +412,72 @@ static int serve(const serve_options *o, const ilab_settings *settings)
     return rc;
 }
 
+/* The settings of the command line (ilab_settings_builder): the config
+ * file first, then every --set, whatever their order; the folders, the
+ * files; --allow-insecure-plugins and --isolation. */
+static ilab_status build_settings(void *ctx, ilab_settings *s, char *err, size_t err_cap)
+{
+    const serve_options *o = ctx;
+    ilab_status st = ilab_settings_from_cli(s, o->config, o->sets, o->n_sets, o->dirs, o->n_dirs,
+                                            err, err_cap);
+    if (st == ILAB_OK)
+        st = ilab_settings_add_plugin_files(s, o->files, o->n_files, err, err_cap);
+    s->allow_insecure_plugins = o->allow_insecure;
+    if (o->isolate >= 0)
+        s->server.isolate_backends = o->isolate;
+    return st;
+}
+
+/* --model: one plain FILE (the default backend's model, set in `settings`)
+ * or NAME=FILE ones (into `models`), never both. -1 to go on, else the
+ * exit code. */
+static int apply_models(const serve_options *o, ilab_settings *settings,
+                        ilab_serve_models *models)
+{
+    size_t named = 0;
+    for (size_t i = 0; i < o->n_models; i++)
+        named += ilab_serve_model_is_named(o->models[i]);
+    const char *plugin = o->n_backends == 1 ? o->backends[0] : settings->default_backend;
+    if (named && named != o->n_models) {
+        fprintf(stderr, "inferlab serve: --model FILE and --model NAME=FILE cannot be mixed: "
+                        "name every model\n");
+        return 2;
+    }
+    if (o->n_models && o->n_backends > 1) {
+        fprintf(stderr, "inferlab serve: --model with %zu --backend: name at most one backend, "
+                        "the one that serves the models\n", o->n_backends);
+        return 2;
+    }
+    if (!named && o->n_models > 1) {
+        fprintf(stderr, "inferlab serve: --model FILE is given %zu times; to serve several "
+                        "models, name each: --model NAME=FILE\n", o->n_models);
+        return 2;
+    }
+    if (!plugin && o->n_models) {
+        fprintf(stderr, "inferlab serve: --model: no backend to serve it (--backend NAME, or "
+                        "the setting default_backend)\n");
+        return 2;
+    }
+    if (!named && o->n_models)
+        return ilab_settings_set_model(settings, plugin, o->models[0]) == ILAB_OK ? -1 : 1;
+    /* Without --model, the settings' server.models (every one named). */
+    const char *const *args = o->n_models ? o->models
+                                          : (const char *const *)settings->server.models;
+    size_t n = o->n_models ? o->n_models : settings->server.n_models;
+    if (n && !plugin) {
+        fprintf(stderr, "inferlab serve: server.models: no backend to serve them (--backend "
+                        "NAME, or the setting default_backend)\n");
+        return 2;
+    }
+    if (n && !o->n_models && o->n_backends > 1) {
+        fprintf(stderr, "inferlab serve: server.models with %zu --backend: name at most one "
+                        "backend, the one that serves the models\n", o->n_backends);
+        return 2;
+    }
+    return ilab_serve_models_open(o->n_models ? "--model" : "server.models", args, n, plugin,
+                                  build_settings, (void *)o, models);
+}
+
 int ilab_cmd_serve(int argc, char **argv)
 {
     serve_options o;
@@ -403,17 +488,21 @@ int ilab_cmd_serve(int argc, char **argv)
     }
     ilab_settings settings;
     ilab_settings_init(&settings);
+    ilab_serve_models models = {0};
     char err[1024] = "";
-    /* The config file first, then every --set, whatever their order. */
-    if (ilab_settings_from_cli(&settings, o.config, o.sets, o.n_sets, o.dirs, o.n_dirs, err,
-                               sizeof err) != ILAB_OK ||
-        ilab_settings_add_plugin_files(&settings, o.files, o.n_files, err, sizeof err) != ILAB_OK) {
+    if (build_settings(&o, &settings, err, sizeof err) != ILAB_OK) {
         fprintf(stderr, "inferlab serve: %s\n", err);
         ilab_settings_free(&settings);
         serve_options_free(&o);
         return 2;
     }
-    settings.allow_insecure_plugins = o.allow_insecure;
+    rc = apply_models(&o, &settings, &models);
+    if (rc >= 0) {
+        ilab_serve_models_free(&models);
+        ilab_settings_free(&settings);
+        serve_options_free(&o);
+        return rc;
+    }
     const char *chat = o.chat_template ? o.chat_template : settings.server.chat_template;
     if (chat && !ilab_chat_format_named(chat)) {
         fprintf(stderr, "inferlab serve: chat template '%s' (%s) is not one this server knows; "
@@ -421,12 +510,11 @@ int ilab_cmd_serve(int argc, char **argv)
         for (const char *const *n = ilab_chat_format_names; *n; n++)
             fprintf(stderr, " %s", *n);
         fputc('\n', stderr);
+        ilab_serve_models_free(&models);
         ilab_settings_free(&settings);
         serve_options_free(&o);
         return 2;
     }
-    if (o.isolate >= 0)
-        settings.server.isolate_backends = o.isolate;
     /* Signals are taken synchronously by this thread (a signalfd): block
      * them before any thread starts so every thread inherits the mask. */
     sigset_t signals;
@@ -437,7 +525,8 @@ int ilab_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rc = serve(&o, &settings);
+    rc = serve(&o, &settings, &models);
+    ilab_serve_models_free(&models);
     ilab_settings_free(&settings);
     serve_options_free(&o);
     return rc;

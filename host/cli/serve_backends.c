@@ -16,7 +16,9 @@
 
 /* One backend by name: what serves it now, as far as reloading cares. */
 typedef struct entry {
-    char name[64];
+    char name[64];        /* what the server serves it as: the plugin's name, or a model's */
+    char plugin_name[64]; /* the plugin that serves it */
+    const ilab_settings *settings; /* a model's own settings (borrowed); NULL = the set's */
     bool serving;
     char path[1024];      /* the file serving (when serving) */
     ilab_file_id file;    /* its identity when it was loaded */
@@ -45,6 +47,7 @@ struct ilab_serve_set {
     const ilab_settings *settings;
     bool single;          /* exactly one --backend: serve's behaviour of old */
     bool all;             /* no --backend: every plugin of the folders */
+    bool models;          /* serve --model NAME=FILE: each a model served by name */
     entry *e;
     size_t n, cap;
     char **dirs;          /* the folders searched */
@@ -85,20 +88,40 @@ static entry *entry_named(ilab_serve_set *set, const char *name)
     return NULL;
 }
 
+/* Room for `cap` entries. */
+static bool entries_reserve(ilab_serve_set *set, size_t cap)
+{
+    if (cap <= set->cap)
+        return true;
+    entry *grown = realloc(set->e, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    set->e = grown;
+    set->cap = cap;
+    return true;
+}
+
 static entry *entry_add(ilab_serve_set *set, const char *name)
 {
-    if (set->n == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 8;
-        entry *grown = realloc(set->e, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        set->e = grown;
-        set->cap = cap;
-    }
+    if (set->n == set->cap && !entries_reserve(set, set->cap ? set->cap * 2 : 8))
+        return NULL;
     entry *k = &set->e[set->n++];
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name);
+    snprintf(k->plugin_name, sizeof k->plugin_name, "%s", name);
     return k;
+}
+
+/* The settings `k` is created with: a model's own (its file set), else the set's. */
+static const ilab_settings *entry_settings(const ilab_serve_set *set, const entry *k)
+{
+    return k->settings ? k->settings : set->settings;
+}
+
+/* The name a model is served under (NULL for a plugin served as itself). */
+static const char *entry_model(const entry *k)
+{
+    return k->settings ? k->name : NULL;
 }
 
 static const ilab_config_entry_t *user_config(const void *user, const char *name, size_t *n)
@@ -150,10 +173,11 @@ static bool check_config_names(const ilab_catalog *c, const ilab_settings *setti
 }
 
 /* Load, probe and create `name` from `c` and start its engine: `be` gets
- * the version (release_version frees it). */
+ * the version (release_version frees it). With `model`, it is served as
+ * that model (its name and listed id), not as the plugin. */
 static ilab_status open_version(const ilab_catalog *c, const ilab_settings *settings,
-                                const char *name, ilab_server_backend *be, char *err,
-                                size_t err_cap)
+                                const char *name, const char *model, ilab_server_backend *be,
+                                char *err, size_t err_cap)
 {
     ilab_session *session = NULL;
     ilab_proxy_options isolate = {
@@ -170,8 +194,8 @@ static ilab_status open_version(const ilab_catalog *c, const ilab_settings *sett
                             &settings->scheduler, why, sizeof why, &engine);
     version_owner *o = st == ILAB_OK ? calloc(1, sizeof *o) : NULL;
     if (!o) {
-        snprintf(err, err_cap, "backend '%s': starting the engine: %s", name,
-                 st == ILAB_OK ? "out of memory" : why);
+        snprintf(err, err_cap, "%s '%s': starting the engine: %s", model ? "model" : "backend",
+                 model ? model : name, st == ILAB_OK ? "out of memory" : why);
         ilab_engine_destroy(engine);
         ilab_session_close(session);
         return st == ILAB_OK ? ILAB_OUT_OF_MEMORY : st;
@@ -180,7 +204,8 @@ static ilab_status open_version(const ilab_catalog *c, const ilab_settings *sett
     o->engine = engine;
     const ilab_plugin *plugin = ilab_session_plugin(session);
     *be = (ilab_server_backend){
-        .name = ilab_plugin_entry_of(plugin)->name,
+        .name = model ? model : ilab_plugin_entry_of(plugin)->name,
+        .model_id = model,
         .engine = engine,
         .plugin = plugin,
         .backend = ilab_session_backend(session),
@@ -245,8 +270,9 @@ static void restart(ilab_serve_set *set, ilab_server *server, entry *k)
         set->last = c;
     }
     ilab_server_backend be;
-    ilab_status st = c && ilab_catalog_find(c, k->name)
-                         ? open_version(c, set->settings, k->name, &be, err, sizeof err)
+    ilab_status st = c && ilab_catalog_find(c, k->plugin_name)
+                         ? open_version(c, entry_settings(set, k), k->plugin_name,
+                                        entry_model(k), &be, err, sizeof err)
                          : ILAB_UNAVAILABLE;
     if (st == ILAB_OK) {
         ilab_server_backend kept = be;
@@ -295,17 +321,22 @@ static void start_down(entry *k, ilab_server_backend *be, const char *reason)
     record_down(k, be, reason);
 }
 
-/* Open one wanted backend; -1 or the exit code. `strict`: it was named. */
+/* Open one wanted backend (or, with `model`, that model); -1 or the exit
+ * code. `strict`: it was named. */
 static int open_initial(ilab_serve_set *set, const ilab_catalog *c, const char *name,
-                        bool strict, ilab_server_backend *be)
+                        const ilab_serve_model *model, bool strict, ilab_server_backend *be)
 {
-    const ilab_settings *settings = set->settings;
     char err[4096] = "";
-    entry *k = entry_add(set, name);
+    entry *k = entry_add(set, model ? model->name : name);
     if (!k) {
         fprintf(stderr, "inferlab serve: out of memory\n");
         return 1;
     }
+    if (model) {
+        snprintf(k->plugin_name, sizeof k->plugin_name, "%s", name);
+        k->settings = model->settings;
+    }
+    const ilab_settings *settings = entry_settings(set, k);
     const ilab_catalog_entry *ce = ilab_catalog_find(c, name);
     if (ce && (ce->state == ILAB_PLUGIN_MISCONFIGURED ||
                (strict && !set->single && ce->state == ILAB_PLUGIN_REJECTED))) {
@@ -322,13 +353,16 @@ static int open_initial(ilab_serve_set *set, const ilab_catalog *c, const char *
         start_down(k, be, ce->reason);
         return -1;
     }
-    ilab_status st = open_version(c, settings, name, be, err, sizeof err);
+    ilab_status st = open_version(c, settings, name, entry_model(k), be, err, sizeof err);
     if (st == ILAB_OK) {
         note_serving(k, be);
         return -1;
     }
     if (st != ILAB_UNAVAILABLE && (set->single || (strict && st == ILAB_INVALID_ARGUMENT))) {
-        fprintf(stderr, "inferlab serve: %s\n", err);
+        if (model) /* the plugin's message names the plugin; say which model too */
+            fprintf(stderr, "inferlab serve: model '%s': %s\n", model->name, err);
+        else
+            fprintf(stderr, "inferlab serve: %s\n", err);
         return set->single && strstr(err, "starting the engine") ? 1
                                                                  : ilab_cli_open_exit_code(st);
     }
@@ -359,7 +393,7 @@ static bool copy_dirs(ilab_serve_set *set, const ilab_catalog *c)
 static ilab_catalog *first_scan(const ilab_serve_set *set, char *err, size_t err_cap)
 {
     ilab_catalog *c = NULL;
-    if (set->single)
+    if (set->single || set->models)
         return ilab_session_scan(set->settings, err, err_cap, &c) == ILAB_OK ? c : NULL;
     c = scan(set, true, NULL, "inferlab serve: ", err, err_cap);
     if (c && !check_config_names(c, set->settings, err, err_cap)) {
@@ -381,11 +415,14 @@ static size_t served_entries(const ilab_serve_set *set, const ilab_catalog *c)
 /* Open the named backends (or, with none, every served plugin of `c`) into
  * `bes` (room for ilab_catalog_size(c) or n_names); -1 or the exit code. */
 static int open_all(ilab_serve_set *set, const ilab_catalog *c, const char *const *names,
-                    size_t n_names, ilab_server_backend *bes, size_t *n)
+                    size_t n_names, const ilab_serve_model *models, ilab_server_backend *bes,
+                    size_t *n)
 {
     size_t cap = set->all ? served_entries(set, c) : n_names;
     for (size_t i = 0; i < cap; i++) {
-        const char *name = set->all ? ilab_catalog_at(c, i)->name : names[i];
+        const ilab_serve_model *model = set->models ? &models[i] : NULL;
+        const char *name = set->all ? ilab_catalog_at(c, i)->name
+                           : model  ? model->plugin : names[i];
         if (set->all && (!name || ilab_catalog_at(c, i)->state == ILAB_PLUGIN_SHADOWED)) {
             if (!name) /* it never loaded: no name to serve it under */
                 fprintf(stderr, "inferlab serve: not serving %s: %s\n",
@@ -398,9 +435,9 @@ static int open_all(ilab_serve_set *set, const ilab_catalog *c, const char *cons
             fprintf(stderr, "inferlab serve: %s\n", err);
             return 2;
         }
-        if (entry_named(set, name))
+        if (!model && entry_named(set, name))
             continue; /* named twice */
-        int rc = open_initial(set, c, name, !set->all, &bes[*n]);
+        int rc = open_initial(set, c, name, model, !set->all, &bes[*n]);
         if (rc >= 0)
             return rc;
         (*n)++;
@@ -409,9 +446,14 @@ static int open_all(ilab_serve_set *set, const ilab_catalog *c, const char *cons
 }
 
 int ilab_serve_set_open(const ilab_settings *settings, const char *const *names, size_t n_names,
+                        const ilab_serve_model *models, size_t n_models,
                         ilab_inspector *inspector, ilab_serve_set **out,
                         ilab_server_backend **bes_out, size_t *n_bes)
 {
+    if (n_models) { /* the models, not the names */
+        names = NULL;
+        n_names = n_models;
+    }
     ilab_serve_set *set = calloc(1, sizeof *set);
     if (!set) {
         fprintf(stderr, "inferlab serve: out of memory\n");
@@ -419,7 +461,8 @@ int ilab_serve_set_open(const ilab_settings *settings, const char *const *names,
     }
     set->settings = settings;
     set->inspector = inspector;
-    set->single = n_names == 1;
+    set->models = n_models > 0;
+    set->single = n_names == 1 && !set->models;
     set->all = n_names == 0;
     char err[4096] = "";
     ilab_catalog *c = first_scan(set, err, sizeof err);
@@ -430,14 +473,17 @@ int ilab_serve_set_open(const ilab_settings *settings, const char *const *names,
     }
     size_t cap = set->all ? ilab_catalog_size(c) : n_names, n = 0;
     ilab_server_backend *bes = calloc(cap ? cap : 1, sizeof *bes);
-    int rc = bes && copy_dirs(set, c) ? open_all(set, c, names, n_names, bes, &n) : 1;
+    /* The start-up versions point at their entries' names and reasons
+     * until the server takes them: the entries must not move before. */
+    int rc = bes && entries_reserve(set, cap) && copy_dirs(set, c)
+                 ? open_all(set, c, names, n_names, models, bes, &n) : 1;
     set->plugins_json = ilab_catalog_status_json(c);
-    if (set->single)
+    if (set->single || set->models)
         set->last = c; /* unprobed, like a reload's scan */
     else
         ilab_catalog_free(c);
     const char *dflt = settings->default_backend ? settings->default_backend : "";
-    if (set->single && set->n)
+    if ((set->single || (set->models && n_models == 1)) && set->n)
         snprintf(set->default_name, sizeof set->default_name, "%s", set->e[0].name);
     else if (entry_named(set, dflt))
         snprintf(set->default_name, sizeof set->default_name, "%s", dflt);
@@ -532,9 +578,9 @@ static void replace(ilab_serve_set *set, ilab_server *server, const ilab_catalog
     char err[4096] = "";
     /* Probed in a child first: this process runs none of its code before. */
     ilab_inspect_options probe = {.probe = true, .config = user_config,
-                                  .config_user = set->settings};
+                                  .config_user = entry_settings(set, k)};
     ilab_inspection in;
-    const char *path = ilab_catalog_find(c, k->name)->path;
+    const char *path = ilab_catalog_find(c, k->plugin_name)->path;
     if (set->inspector)
         ilab_inspector_inspect(set->inspector, path, &probe, &in);
     else
@@ -547,7 +593,8 @@ static void replace(ilab_serve_set *set, ilab_server *server, const ilab_catalog
     }
     ilab_inspection_free(&in);
     ilab_server_backend be;
-    ilab_status st = open_version(c, set->settings, k->name, &be, err, sizeof err);
+    ilab_status st = open_version(c, entry_settings(set, k), k->plugin_name, entry_model(k),
+                                  &be, err, sizeof err);
     if (st == ILAB_OK) {
         char old[64];
         snprintf(old, sizeof old, "%s", k->serving ? k->version : "");
@@ -570,7 +617,7 @@ static void replace(ilab_serve_set *set, ilab_server *server, const ilab_catalog
 static void reload_one(ilab_serve_set *set, ilab_server *server, const ilab_catalog *c,
                        entry *k, reload_tally *t)
 {
-    const ilab_catalog_entry *ce = ilab_catalog_find(c, k->name);
+    const ilab_catalog_entry *ce = ilab_catalog_find(c, k->plugin_name);
     ilab_file_id file = {0};
     if (!ce && k->serving) {
         /* Nothing of that name: a file that no longer loads at its path is a

@@ -15,6 +15,15 @@
 
 typedef struct ilab_serve_set ilab_serve_set;
 
+/* A model served by name (serve --model NAME=FILE): an instance of
+ * `plugin` created with `settings`, which set that plugin's model file.
+ * Every string and the settings are borrowed and must outlive the set. */
+typedef struct ilab_serve_model {
+    const char *name;
+    const char *plugin;
+    const ilab_settings *settings;
+} ilab_serve_model;
+
 /* Open the backends to serve: the `n_names` named ones (--backend,
  * repeated) or, with none, every plugin of the folders. With exactly one
  * name it behaves as serve always did: a wrong name, a rejected plugin or
@@ -27,8 +36,12 @@ typedef struct ilab_serve_set ilab_serve_set;
  * to free) and *n_bes; else the exit code, the error printed. `names` are
  * copied. Every look inside a plugin file goes through `inspector`
  * (borrowed; must outlive the set), as forking this process once it has
- * threads is not safe. */
+ * threads is not safe. With `n_models`, the models are served instead
+ * of `names` (each named: a wrong plugin or a rejected one is exit 2, a
+ * model that does not start only leaves it not serving); each is its own
+ * instance, in its own worker process when isolated, and its own engine. */
 int ilab_serve_set_open(const ilab_settings *settings, const char *const *names, size_t n_names,
+                        const ilab_serve_model *models, size_t n_models,
                         ilab_inspector *inspector, ilab_serve_set **out,
                         ilab_server_backend **bes, size_t *n_bes);
 

@@ -59,6 +59,9 @@ void ilab_settings_free(ilab_settings *s)
     for (size_t i = 0; i < s->server.n_backends; i++)
         free(s->server.backends[i]);
     free(s->server.backends);
+    for (size_t i = 0; i < s->server.n_models; i++)
+        free(s->server.models[i]);
+    free(s->server.models);
     for (size_t i = 0; i < s->n_plugins; i++) {
         ilab_plugin_settings *p = &s->plugins[i];
         for (size_t k = 0; k < p->n; k++) {
@@ -265,6 +268,11 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
     bool server = !strcmp(section, "server");
     if (server && !strcmp(key, "backends"))
         return set_backends(s, value, where, err, err_cap);
+    if (server && !strcmp(key, "models")) {
+        snprintf(err, err_cap, "%s: server.models: a mapping of model name to model file; set it "
+                               "in the configuration file, or use serve --model NAME=FILE", where);
+        return ILAB_INVALID_ARGUMENT;
+    }
     char **text = !server ? NULL
                   : !strcmp(key, "host") ? &s->server.host
                   : !strcmp(key, "api_key") ? &s->server.api_key
@@ -308,7 +316,8 @@ static ilab_status set_host_key(ilab_settings *s, const char *section, const cha
         strncat(known, keys[i].name, sizeof known - strlen(known) - 1);
     }
     if (server)
-        strncat(known, ", host, api_key, access_log, chat_template, conformance_reports, backends", sizeof known - strlen(known) - 1);
+        strncat(known, ", host, api_key, access_log, chat_template, conformance_reports, backends, "
+                       "models", sizeof known - strlen(known) - 1);
     snprintf(err, err_cap, "%s: %s.%s: unknown key (known: %s)", where, section, key, known);
     return ILAB_INVALID_ARGUMENT;
 }
@@ -370,6 +379,11 @@ static ilab_status load_plugin_dirs(yaml_ctx *c, ilab_settings *s, yaml_node_t *
     return ILAB_OK;
 }
 
+/* server.models from the file: a mapping of model name to model file,
+ * kept as "NAME=FILE" (checked by serve, which names what is wrong);
+ * replaces the list. */
+static ilab_status load_models(yaml_ctx *c, ilab_settings *s, yaml_node_t *v);
+
 static ilab_status load_section(yaml_ctx *c, ilab_settings *s, const char *section, yaml_node_t *v)
 {
     if (v->type != YAML_MAPPING_NODE)
@@ -397,11 +411,45 @@ static ilab_status load_section(yaml_ctx *c, ilab_settings *s, const char *secti
             }
             continue;
         }
+        if (!strcmp(section, "server") && !strcmp(scalar(k), "models")) {
+            ilab_status st = load_models(c, s, val);
+            if (st != ILAB_OK)
+                return st;
+            continue;
+        }
         if (!scalar(val))
             return fail(c, val, "%s.%s: expected a value, got %s", section, scalar(k), node_kind(val));
         ilab_status st = set_host_key(s, section, scalar(k), scalar(val), where, c->err, c->err_cap);
         if (st != ILAB_OK)
             return st;
+    }
+    return ILAB_OK;
+}
+
+static ilab_status load_models(yaml_ctx *c, ilab_settings *s, yaml_node_t *v)
+{
+    if (v->type != YAML_MAPPING_NODE)
+        return fail(c, v, "server.models: expected a mapping of model name to model file, got %s",
+                    node_kind(v));
+    for (size_t i = 0; i < s->server.n_models; i++)
+        free(s->server.models[i]);
+    s->server.n_models = 0;
+    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *f = yaml_document_get_node(c->doc, p->value);
+        if (!scalar(k) || !scalar(f) || !scalar(f)[0])
+            return fail(c, scalar(k) ? f : k, "server.models: each entry must be NAME: FILE, "
+                                              "got %s", node_kind(scalar(k) ? f : k));
+        if (strchr(scalar(k), '=') || strchr(scalar(k), '/'))
+            return fail(c, k, "server.models: '%s' is not a model name", scalar(k));
+        char **grown = realloc(s->server.models, (s->server.n_models + 1) * sizeof *grown);
+        if (!grown)
+            return ILAB_OUT_OF_MEMORY;
+        s->server.models = grown;
+        size_t n = strlen(scalar(k)) + strlen(scalar(f)) + 2;
+        if (!(grown[s->server.n_models] = malloc(n)))
+            return ILAB_OUT_OF_MEMORY;
+        snprintf(grown[s->server.n_models++], n, "%s=%s", scalar(k), scalar(f));
     }
     return ILAB_OK;
 }

@@ -44,6 +44,9 @@ typedef struct ilab_server_settings {
     char **backends;               /* owned; the plugins serve serves (none: every one
                                       of the folders); --backend replaces them */
     size_t n_backends;
+    char **models;                 /* owned; "NAME=FILE" each: the models serve serves by
+                                      name (server.models; --model NAME=FILE replaces them) */
+    size_t n_models;
     int isolate_backends;          /* 1: each backend instance in a worker process (default) */
     int backend_call_timeout_seconds; /* isolated: a backend call longer than this kills
                                          its worker */

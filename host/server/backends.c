@@ -61,11 +61,13 @@ static ilab_served *version_new(ilab_server *s, const ilab_server_backend *be, c
     }
     v->be = *be;
     v->be.name = NULL;
+    v->be.model_id = NULL;
     v->be.unavailable_reason = NULL;
     v->info = *ilab_engine_model_info(be->engine);
     v->loaded = time(NULL);
     const ilab_plugin_entry_t *entry = ilab_plugin_entry_of(be->plugin);
-    snprintf(v->model_id, sizeof v->model_id, "%s", v->info.name[0] ? v->info.name : entry->name);
+    snprintf(v->model_id, sizeof v->model_id, "%s",
+             be->model_id ? be->model_id : v->info.name[0] ? v->info.name : entry->name);
     snprintf(v->version, sizeof v->version, "%s", entry->version);
     snprintf(v->path, sizeof v->path, "%s", ilab_plugin_path(be->plugin));
     /* The vocabulary's pieces are read under the engine's backend lock:

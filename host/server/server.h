@@ -51,7 +51,10 @@ typedef struct ilab_server_config {
  * ilab_server_destroy -- which destroys the engine and closes the library. Requests hold a reference on the version they run on, so a
  * version is never released under a request. ADR 0015. */
 typedef struct ilab_server_backend {
-    const char *name;                  /* the plugin's name (required; copied) */
+    const char *name;                  /* the plugin's name, or the served model's name
+                                          (serve --model NAME=FILE) (required; copied) */
+    const char *model_id;              /* the id /v1/models lists it under, instead of the
+                                          model's own name (may be NULL; copied) */
     ilab_engine *engine;               /* NULL when the backend is not serving */
     const ilab_plugin *plugin;         /* NULL when it could not be opened at all */
     ilab_backend_t *backend;           /* the engine's; not called directly while it runs */
