@@ -214,10 +214,14 @@ static void run_kind(conf_env *env, int kind)
             judge(&x, eval_one(&x, s, tok, kind == 7 ? 0 : -1), ILAB_INVALID_ARGUMENT, ILAB_INVALID_ARGUMENT);
         break;
     case 9: {
-        x.what = "tokenize() with the unknown flag bit 4", x.clause = C_TOK8;
+        /* The lowest bit this plugin does not know: PARSE_SPECIAL (4) is
+         * known where chat is declared (TOK-11). */
+        uint32_t unknown = m->chat ? ILAB_TOKENIZE_PARSE_SPECIAL << 1 : ILAB_TOKENIZE_PARSE_SPECIAL;
+        x.what = m->chat ? "tokenize() with the unknown flag bit 8" : "tokenize() with the unknown flag bit 4";
+        x.clause = C_TOK8;
         int32_t out[16];
         size_t n = 0;
-        judge(&x, env->api->tokenize(x.b, "ab", 2, 4u, out, 16, &n), ILAB_INVALID_ARGUMENT,
+        judge(&x, env->api->tokenize(x.b, "ab", 2, unknown, out, 16, &n), ILAB_INVALID_ARGUMENT,
               ILAB_INVALID_ARGUMENT);
         break;
     }

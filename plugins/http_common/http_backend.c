@@ -3,7 +3,10 @@
  * (http_backend.h). Tokenizer and generation are in their own files. */
 #include "http_backend_internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,40 +30,64 @@ ilab_status http_fail(ilab_backend_t *b, ilab_status st, const char *fmt, ...)
 
 /* --- configuration --------------------------------------------------------- */
 
-static long int_value(const char *v, long dflt)
+/* A whole decimal integer in [min, max], or false. */
+static bool int_value(const char *v, long min, long max, long *out)
 {
     char *end = NULL;
-    long x = v && *v ? strtol(v, &end, 10) : dflt;
-    return end && *end ? dflt : x;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < min || x > max)
+        return false;
+    *out = x;
+    return true;
 }
 
-static void read_settings(const http_engine *e, const ilab_config_entry_t *config, size_t n,
-                          http_settings *s)
+/* Fails closed (ERR-5): an unknown key or a value that is no integer in its
+ * range is INVALID_ARGUMENT with a message naming the key. */
+static ilab_status read_settings(const http_engine *e, const ilab_config_entry_t *config,
+                                 size_t n, http_settings *s, char *err, size_t cap)
 {
+    static const struct {
+        const char *key;
+        long min, max;
+    } ints[] = {{"connect_timeout_ms", 100, CONNECT_MAX_MS}, {"request_timeout_s", 1, 86400},
+                {"vocab_size", 0, INT32_MAX}, {"eos_id", -1, INT32_MAX},
+                {"max_context", 0, INT32_MAX}};
     memset(s, 0, sizeof *s);
     s->connect_timeout_ms = DEFAULT_CONNECT_MS;
     s->request_timeout_s = 300;
     s->eos_id = -1;
     for (size_t i = 0; config && i < n; i++) {
-        const char *k = config[i].key, *v = config[i].value ? config[i].value : "";
-        if (!k)
-            continue;
+        const char *k = config[i].key ? config[i].key : "(null)";
+        const char *v = config[i].value ? config[i].value : "";
+        size_t j = 0;
+        while (j < sizeof ints / sizeof ints[0] && strcmp(k, ints[j].key))
+            j++;
+        long x = 0;
         if (!strcmp(k, "base_url"))
             snprintf(s->base_url, sizeof s->base_url, "%s", v);
         else if (!strcmp(k, "model"))
             snprintf(s->model, sizeof s->model, "%s", v);
         else if (!strcmp(k, "api_key"))
             snprintf(s->api_key, sizeof s->api_key, "%s", v);
-        else if (!strcmp(k, "connect_timeout_ms"))
-            s->connect_timeout_ms = int_value(v, DEFAULT_CONNECT_MS);
-        else if (!strcmp(k, "request_timeout_s"))
-            s->request_timeout_s = int_value(v, 300);
-        else if (!strcmp(k, "vocab_size"))
-            s->vocab_size = (int32_t)int_value(v, 0);
-        else if (!strcmp(k, "eos_id"))
-            s->eos_id = (int32_t)int_value(v, -1);
-        else if (!strcmp(k, "max_context"))
-            s->max_context = (int32_t)int_value(v, 0);
+        else if (j == sizeof ints / sizeof ints[0]) {
+            snprintf(err, cap, "%s: unknown configuration key '%s'", e->label, k);
+            return ILAB_INVALID_ARGUMENT;
+        } else if (!int_value(v, ints[j].min, ints[j].max, &x)) {
+            snprintf(err, cap, "%s: %s must be an integer in [%ld, %ld], not '%s'", e->label, k,
+                     ints[j].min, ints[j].max, v);
+            return ILAB_INVALID_ARGUMENT;
+        } else if (j == 0) {
+            s->connect_timeout_ms = x;
+        } else if (j == 1) {
+            s->request_timeout_s = x;
+        } else if (j == 2) {
+            s->vocab_size = (int32_t)x;
+        } else if (j == 3) {
+            s->eos_id = (int32_t)x;
+        } else {
+            s->max_context = (int32_t)x;
+        }
     }
     if (!s->base_url[0]) {
         const char *env = getenv(e->env_var);
@@ -75,6 +102,7 @@ static void read_settings(const http_engine *e, const ilab_config_entry_t *confi
         s->connect_timeout_ms = s->connect_timeout_ms <= 0 ? DEFAULT_CONNECT_MS : CONNECT_MAX_MS;
     if (s->request_timeout_s <= 0)
         s->request_timeout_s = 300;
+    return ILAB_OK;
 }
 
 static void target_of(const http_engine *e, const http_settings *s, http_target *t)
@@ -227,9 +255,11 @@ static ilab_status hb_probe(const ilab_host_t *host, const ilab_config_entry_t *
     }
     reason[0] = '\0';
     http_settings s;
-    read_settings(e, config, n_config, &s);
+    ilab_status st = read_settings(e, config, n_config, &s, reason, reason_cap);
+    if (st != ILAB_OK)
+        return st;
     http_model m;
-    ilab_status st = discover(host, e, &s, &m, reason, reason_cap);
+    st = discover(host, e, &s, &m, reason, reason_cap);
     if (st == ILAB_OK)
         snprintf(reason, reason_cap, "%s server at %s serves '%s'", e->label, s.base_url, m.id);
     return st;
@@ -266,9 +296,13 @@ static ilab_status hb_create(const ilab_host_t *host, const ilab_config_entry_t 
         return ILAB_OUT_OF_MEMORY;
     }
     b->engine = e;
-    read_settings(e, config, n_config, &b->settings);
+    ilab_status st = read_settings(e, config, n_config, &b->settings, error, error_cap);
+    if (st != ILAB_OK) {
+        free(b);
+        return st;
+    }
     /* An unavailable backend refuses with the probe's reason (PRB-2). */
-    ilab_status st = discover(host, e, &b->settings, &b->model, error, error_cap);
+    st = discover(host, e, &b->settings, &b->model, error, error_cap);
     if (st != ILAB_OK) {
         free(b);
         return st;

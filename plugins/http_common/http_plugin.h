@@ -60,12 +60,13 @@
     "  connect_timeout_ms:\n"                                                                 \
     "    type: int\n"                                                                         \
     "    default: 1000\n"                                                                     \
-    "    description: TCP/TLS connect timeout of every request (at most 1000 so the probe "   \
+    "    description: TCP/TLS connect timeout of every request, 100 to 1000 (so the probe " \
     "fits 2 s).\n"                                                                            \
     "  request_timeout_s:\n"                                                                  \
     "    type: int\n"                                                                         \
     "    default: 300\n"                                                                      \
-    "    description: Longest a tokenize call or one whole generation may take.\n"            \
+    "    description: Longest a tokenize call or one whole generation may take, 1 to "      \
+    "86400.\n"                                                                                \
     "  vocab_size:\n"                                                                         \
     "    type: int\n"                                                                         \
     "    default: 0\n"                                                                        \

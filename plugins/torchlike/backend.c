@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,41 @@ static ilab_status tl_model_info(ilab_backend_t *b, ilab_model_info_t *info)
 
 /* ---- tokens ---------------------------------------------------------------- */
 
+/* true when `s` is well-formed UTF-8 (lead and continuation bytes). */
+static bool utf8_well_formed(const unsigned char *s, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + n > len)
+            return false;
+        for (size_t k = 1; k < n; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+        i += n;
+    }
+    return true;
+}
+
+/* Whether `ids` decode to exactly `text` (TOK-5). llama.cpp's tokenizers,
+ * which torchlike's equal, do not give back some ill-formed UTF-8 (a
+ * SentencePiece lead byte that takes in an escaped space, BPE's U+FFFD):
+ * such a text is refused rather than changed. */
+static bool round_trips(const ilab_backend_t *b, const char *text, size_t len,
+                        const int32_t *ids, size_t n)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p;
+        size_t m;
+        tl_tokenizer_piece(&b->tok, i ? ids[i - 1] : -1, ids[i], &p, &m);
+        if (at + m > len || memcmp(text + at, p, m))
+            return false;
+        at += m;
+    }
+    return at == len;
+}
+
 static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, uint32_t flags,
                                int32_t *tokens, size_t cap, size_t *n_tokens)
 {
@@ -452,6 +488,15 @@ static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, 
     if (st != ILAB_OK) {
         free(tmp);
         return fail(b, st, "tokenize: out of memory");
+    }
+    size_t first = bos && n > 0 && tmp[0] == b->tok.bos_id ? 1 : 0;
+    size_t end = eos && n > first && tmp[n - 1] == b->tok.eos_id ? n - 1 : n;
+    if (!(flags & ILAB_TOKENIZE_PARSE_SPECIAL) && len &&
+        !utf8_well_formed((const unsigned char *)text, len) &&
+        !round_trips(b, text, len, tmp + first, end - first)) {
+        free(tmp);
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: the text is not well-formed UTF-8 and "
+                    "this vocabulary would not give it back byte for byte (TOK-5)");
     }
     *n_tokens = n;
     if (n > cap) {
