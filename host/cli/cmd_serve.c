@@ -412,7 +412,7 @@ static int serve(const serve_options *o, const ilab_settings *settings,
     return rc;
 }
 
-/* The settings of the command line (ilab_settings_builder): the config
+/* The settings of the command line (ilab_settings_builder_fn): the config
  * file first, then every --set, whatever their order; the folders, the
  * files; --allow-insecure-plugins and --isolation. */
 static ilab_status build_settings(void *ctx, ilab_settings *s, char *err, size_t err_cap)

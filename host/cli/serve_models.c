@@ -50,7 +50,7 @@ static bool file_readable(const char *what, const char *arg, const char *file)
 
 /* One NAME=FILE into slot i; -1 or the exit code. */
 static int open_one(const char *what, const char *arg, size_t i, const char *plugin,
-                    ilab_settings_builder build, void *ctx, ilab_serve_models *out)
+                    ilab_settings_builder_fn build, void *ctx, ilab_serve_models *out)
 {
     const char *eq = strchr(arg, '=');
     size_t len = (size_t)(eq - arg);
@@ -87,7 +87,7 @@ static int open_one(const char *what, const char *arg, size_t i, const char *plu
 }
 
 int ilab_serve_models_open(const char *what, const char *const *args, size_t n,
-                           const char *plugin, ilab_settings_builder build, void *ctx,
+                           const char *plugin, ilab_settings_builder_fn build, void *ctx,
                            ilab_serve_models *out)
 {
     memset(out, 0, sizeof *out);

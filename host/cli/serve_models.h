@@ -11,7 +11,7 @@
 
 /* Fills `out` (initialised) with the settings every command-line form
  * builds: the config file, --set, the folders and files. */
-typedef ilab_status (*ilab_settings_builder)(void *ctx, ilab_settings *out, char *err,
+typedef ilab_status (*ilab_settings_builder_fn)(void *ctx, ilab_settings *out, char *err,
                                              size_t err_cap);
 
 typedef struct ilab_serve_models {
@@ -30,7 +30,7 @@ bool ilab_serve_model_is_named(const char *arg);
  * argument. Returns -1 to go on, else the
  * exit code (the error printed); `out` is to be freed either way. */
 int ilab_serve_models_open(const char *what, const char *const *args, size_t n,
-                           const char *plugin, ilab_settings_builder build, void *ctx,
+                           const char *plugin, ilab_settings_builder_fn build, void *ctx,
                            ilab_serve_models *out);
 
 void ilab_serve_models_free(ilab_serve_models *m);
