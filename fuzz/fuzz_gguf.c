@@ -164,10 +164,12 @@ static void check_model(const file *f, tl_checkpoint *ck)
         FUZZ_CHECK(tok.bos_id >= 0 && tok.bos_id < V && tok.eos_id >= 0 && tok.eos_id < V &&
                        tok.unk_id >= 0 && tok.unk_id < V, "special ids out of range");
         size_t len = f->n < 256 ? f->n : 256, n = 0;
-        int32_t *ids = malloc((len + 3) * sizeof *ids);
+        size_t cap = 3 * len + 5; /* three ids a byte at most, prefix, BOS, EOS */
+        int32_t *ids = malloc(cap * sizeof *ids);
         FUZZ_CHECK(ids, "oom");
-        FUZZ_CHECK(tl_tokenizer_encode(&tok, (const char *)f->p, len, 1, 1, ids, len + 3, &n) ==
+        FUZZ_CHECK(tl_tokenizer_encode(&tok, (const char *)f->p, len, 1, 1, ids, cap, &n) ==
                        ILAB_OK, "encode");
+        FUZZ_CHECK(n <= cap, "%zu ids for %zu bytes", n, len);
         for (size_t i = 0; i < n; i++)
             FUZZ_CHECK(ids[i] >= 0 && ids[i] < V, "id %d out of range", ids[i]);
         free(ids);

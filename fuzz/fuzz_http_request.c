@@ -114,17 +114,41 @@ static void check_ranges(const ilab_api_request *r)
                "top_logprobs %d", r->top_logprobs);
     FUZZ_CHECK(r->logprobs || r->top_logprobs == 0, "top_logprobs without logprobs");
     FUZZ_CHECK(!r->include_usage || r->stream, "include_usage without stream");
-    size_t own = r->n_stop - (r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0);
-    FUZZ_CHECK(r->n_stop >= (r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0) &&
-                   own <= ILAB_SERVE_MAX_STOP, "%zu stop strings", r->n_stop);
+    /* A chat request's turn markers are added when its template is known
+     * (ilab_api_chat_plain_setup), not by the parser. */
+    FUZZ_CHECK(r->n_stop <= ILAB_SERVE_MAX_STOP, "%zu stop strings", r->n_stop);
     for (size_t i = 0; i < r->n_stop; i++)
         FUZZ_CHECK(r->stop[i] && r->stop[i][0], "stop[%zu] empty", i);
     for (size_t i = 0; i < r->n_stop_token_ids; i++)
         FUZZ_CHECK(r->stop_token_ids[i] >= 0, "stop_token_ids[%zu] = %d", i, r->stop_token_ids[i]);
-    FUZZ_CHECK(!r->prompt != !r->prompt_tokens, "both or neither of prompt and prompt tokens");
+    /* a chat request carries its messages; its prompt is rendered later */
+    if (r->kind == ILAB_API_CHAT)
+        FUZZ_CHECK(r->n_messages > 0 && !r->prompt_tokens, "a chat request without messages");
+    else
+        FUZZ_CHECK(!r->prompt != !r->prompt_tokens, "both or neither of prompt and prompt tokens");
     FUZZ_CHECK(!r->prompt_tokens || r->n_prompt_tokens > 0, "empty prompt token list");
     for (size_t i = 0; i < r->n_prompt_tokens; i++)
         FUZZ_CHECK(r->prompt_tokens[i] >= 0, "prompt token %d", r->prompt_tokens[i]);
+}
+
+/* A chat request rendered with the plain template: the prompt is the
+ * reference rendering, and the turn markers follow the body's stops. */
+static void check_plain_render(ilab_api_request *r, json_t *root)
+{
+    size_t own = r->n_stop;
+    ilab_api_error err;
+    memset(&err, 0, sizeof err);
+    FUZZ_CHECK(ilab_api_chat_plain_setup(r, &err), "plain setup: %s", err.message);
+    char *want;
+    size_t want_len;
+    render_reference(json_object_get(root, "messages"), &want, &want_len);
+    FUZZ_CHECK(r->prompt && strlen(r->prompt) == want_len && !memcmp(r->prompt, want, want_len),
+               "chat prompt is not the template's rendering");
+    free(want);
+    FUZZ_CHECK(r->n_stop == own + ilab_chat_n_turn_stops, "%zu stops after setup, %zu before",
+               r->n_stop, own);
+    for (size_t i = 0; i < ilab_chat_n_turn_stops; i++)
+        FUZZ_CHECK(!strcmp(r->stop[own + i], ilab_chat_turn_stops[i]), "turn stop %zu", i);
 }
 
 static void check_text(const ilab_api_request *r, json_t *root)
@@ -132,11 +156,10 @@ static void check_text(const ilab_api_request *r, json_t *root)
     json_t *model = json_object_get(root, "model");
     FUZZ_CHECK(json_is_string(model) ? same_text(r->model, model) : !r->model, "model");
 
-    /* A chat request's turn markers come first, then the body's own. */
+    /* The body's own stop strings, in order (a chat template's turn markers
+     * are added after parsing). */
     json_t *stop = json_object_get(root, "stop");
-    size_t turn = r->kind == ILAB_API_CHAT ? ilab_chat_n_turn_stops : 0, n_own = 0;
-    for (size_t i = 0; i < turn; i++)
-        FUZZ_CHECK(i < r->n_stop && !strcmp(r->stop[i], ilab_chat_turn_stops[i]), "turn stop %zu", i);
+    size_t turn = 0, n_own = 0;
     if (json_is_string(stop)) {
         FUZZ_CHECK(r->n_stop > turn && same_text(r->stop[turn], stop), "stop differs from the body");
         n_own = 1;
@@ -149,15 +172,8 @@ static void check_text(const ilab_api_request *r, json_t *root)
     }
     FUZZ_CHECK(r->n_stop == n_own + turn, "%zu stop strings for %zu in the body", r->n_stop, n_own);
 
-    if (r->kind == ILAB_API_CHAT) {
-        char *want;
-        size_t want_len;
-        render_reference(json_object_get(root, "messages"), &want, &want_len);
-        FUZZ_CHECK(r->prompt && strlen(r->prompt) == want_len && !memcmp(r->prompt, want, want_len),
-                   "chat prompt is not the template's rendering");
-        free(want);
-        return;
-    }
+    if (r->kind == ILAB_API_CHAT)
+        return; /* rendered once its template is known: check_plain_render */
     json_t *prompt = json_object_get(root, "prompt");
     if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
         !json_is_integer(json_array_get(prompt, 0)))
@@ -354,6 +370,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
     FUZZ_CHECK(json_is_object(root), "accepted a body that is not a JSON object");
     check_text(&r, root);
+    if (r.kind == ILAB_API_CHAT)
+        check_plain_render(&r, root);
     json_decref(root);
     ilab_api_request_free(&r);
     return 0;

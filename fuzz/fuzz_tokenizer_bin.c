@@ -78,7 +78,9 @@ static void check_same(const tl_tokenizer *t, const uint8_t *p)
 
 static void check_encode(const tl_tokenizer *t, const char *text, size_t len)
 {
-    size_t cap = len + 3, n = 0, n_small = 0;
+    /* At most three ids a byte (a space, escaped to U+2581, by byte
+     * fallback), plus the dummy prefix's three, BOS and EOS. */
+    size_t cap = 3 * len + 5, n = 0, n_small = 0;
     int32_t *ids = malloc(cap * sizeof *ids), small[4];
     if (!ids)
         return;

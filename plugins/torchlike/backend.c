@@ -469,7 +469,8 @@ static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, 
     if (flags & ~(uint32_t)(ILAB_TOKENIZE_ADD_BOS | ILAB_TOKENIZE_ADD_EOS |
                             ILAB_TOKENIZE_PARSE_SPECIAL))
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: unknown flags 0x%x", flags);
-    /* Each byte gives at most one id, plus the dummy prefix, BOS and EOS. */
+    /* Most texts give at most two ids a byte; the rare one that needs more
+     * is encoded again with the room it asked for. */
     if (len > (SIZE_MAX / sizeof(int32_t)) / 2 - 4)
         return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: text of %zu bytes is too long", len);
     size_t room = 2 * len + 3;
@@ -485,18 +486,32 @@ static ilab_status tl_tokenize(ilab_backend_t *b, const char *text, size_t len, 
                                           room, &n)
                          : tl_tokenizer_encode(&b->tok, text ? text : "", len, bos, eos, tmp,
                                                room, &n);
+    if (st == ILAB_OK && n > room) { /* escaped spaces by byte fallback: up to 3 a byte */
+        free(tmp);
+        room = n;
+        tmp = malloc(room * sizeof *tmp);
+        if (!tmp)
+            return fail(b, ILAB_OUT_OF_MEMORY, "tokenize: out of memory for %zu ids", room);
+        st = (flags & ILAB_TOKENIZE_PARSE_SPECIAL)
+                 ? tl_chat_encode(&b->chat, &b->tok, text ? text : "", len, bos, eos, tmp, room, &n)
+                 : tl_tokenizer_encode(&b->tok, text ? text : "", len, bos, eos, tmp, room, &n);
+    }
     if (st != ILAB_OK) {
         free(tmp);
         return fail(b, st, "tokenize: out of memory");
     }
     size_t first = bos && n > 0 && tmp[0] == b->tok.bos_id ? 1 : 0;
     size_t end = eos && n > first && tmp[n - 1] == b->tok.eos_id ? n - 1 : n;
+    /* Ill-formed UTF-8, and U+2581 which SentencePiece reads as a space as
+     * llama.cpp does, may not come back: refused rather than changed. */
     if (!(flags & ILAB_TOKENIZE_PARSE_SPECIAL) && len &&
-        !utf8_well_formed((const unsigned char *)text, len) &&
+        (!utf8_well_formed((const unsigned char *)text, len) ||
+         memmem(text, len, "\xe2\x96\x81", 3)) &&
         !round_trips(b, text, len, tmp + first, end - first)) {
         free(tmp);
-        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: the text is not well-formed UTF-8 and "
-                    "this vocabulary would not give it back byte for byte (TOK-5)");
+        return fail(b, ILAB_INVALID_ARGUMENT, "tokenize: the text is not well-formed UTF-8 or "
+                    "holds U+2581 (SentencePiece's space), and this vocabulary would not give it "
+                    "back byte for byte (TOK-2, TOK-5)");
     }
     *n_tokens = n;
     if (n > cap) {
