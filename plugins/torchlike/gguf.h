@@ -48,7 +48,7 @@ typedef struct tl_gguf_tensor {
     tl_gguf_string name;
     uint32_t n_dims;
     uint64_t ne[TL_GGUF_MAX_DIMS]; /* ne[0] is the innermost (contiguous) dimension; unused = 1 */
-    uint32_t type;                 /* ggml type id: 0 F32, 1 F16, 8 Q8_0 are supported */
+    uint32_t type;                 /* ggml type id; one of TL_WEIGHT_TYPES_SUPPORTED */
     uint64_t offset;               /* from the start of the data section */
     const void *data;
     uint64_t bytes;
@@ -68,8 +68,8 @@ typedef struct tl_gguf {
 /* Parse a GGUF file held in memory (a mapping, or a fuzzer's buffer); the
  * bytes must outlive the result. On error writes a message naming `label`
  * and the field into err and returns ILAB_INVALID_ARGUMENT (or
- * ILAB_OUT_OF_MEMORY). Tensor types other than F32, F16 and Q8_0 are
- * refused, naming the tensor and its type. */
+ * ILAB_OUT_OF_MEMORY). A tensor type outside TL_WEIGHT_TYPES_SUPPORTED
+ * (weights.h) is refused, naming the tensor and its type. */
 ilab_status tl_gguf_parse(const uint8_t *bytes, size_t size, const char *label, tl_gguf **out,
                           char *err, size_t err_cap);
 void tl_gguf_free(tl_gguf *g);
