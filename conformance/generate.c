@@ -218,9 +218,21 @@ void conf_engine_release(conf_env *env)
     env->engine = NULL;
 }
 
+/* A request id from the whole 64-bit domain (STR-1, STR-4: ids are
+ * uint64_t): a counter through splitmix64's finaliser, a bijection, so the
+ * ids of a run never repeat while nearly all lie above 2^32, where a plugin
+ * that keeps them in 32 bits cancels nothing or mixes streams up. */
+static uint64_t next_request_id(void)
+{
+    static uint64_t counter = 1000; /* atomic: THR-2 generates from several threads */
+    uint64_t z = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, char *msg, size_t cap)
 {
-    static uint64_t next_id = 1000; /* atomic: THR-2 generates from several threads */
     memset(g, 0, sizeof *g);
     g->text = calloc(1, 1);
     collector c;
@@ -240,7 +252,7 @@ conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *g, 
         ilab_generate_request_t req;
         memset(&req, 0, sizeof req);
         req.struct_size = sizeof req;
-        req.request_id = k.id = p->request_id ? p->request_id : __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+        req.request_id = k.id = p->request_id ? p->request_id : next_request_id();
         c.id_known = true;
         c.id = req.request_id;
         c.check_id = true;

@@ -74,8 +74,14 @@ static void register_instance(ilab_backend_t *be)
     if (in) {
         in->be = be;
         in->first_free = in->total = -1;
+        memset(&in->info, VAL_PATTERN, sizeof in->info); /* as w_model_info's, for ABI-9's memcmp */
         in->info.struct_size = sizeof in->info;
         in->info_ok = R->model_info(be, &in->info) == ILAB_OK;
+        /* the instance's very first answer is ABI-9's reference: a plugin
+         * whose later answers differ from it (a digest filled in lazily)
+         * is caught on the test's own first call */
+        in->first_info = in->info;
+        in->first_info_ok = in->info_ok;
         char buf[VAL_MSG] = "";
         R->last_error(be, buf, sizeof buf);
         buf[sizeof buf - 1] = '\0';

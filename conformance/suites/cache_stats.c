@@ -274,10 +274,102 @@ static bool one_block_too_many(conf_env *env, const ilab_cache_stats_t *s0, fill
     return free_is(env, s0, free_now, "after an eval() refused for memory", msg, cap);
 }
 
-/* Positions the harness evaluates to fill a cache (x10 with --deep): a
- * bigger one is filled this far, free capacity checked all the way, and
- * its OUT_OF_MEMORY boundary left to a run with a smaller cache. */
+/* Two items beside each other in one batch — `a` gets n_a positions that
+ * fit, `b` a new sequence gets one position that needs a block that is not
+ * there — are ILAB_OUT_OF_MEMORY as a whole and change nothing (CCH-8): `a`
+ * keeps its length although its item came first. */
+static bool batch_too_many(conf_env *env, const ilab_cache_stats_t *s0, fill *f, int32_t n_a,
+                           int64_t free_now, char *msg, size_t cap)
+{
+    if (env->m->max_batch < 2)
+        return true;
+    ilab_seq_t b = 0;
+    if (env->api->seq_create(env->be, &b) != ILAB_OK)
+        return true; /* no slot for a second sequence: slots are this backend's limit */
+    ilab_seq_t a = f->seqs[f->n - 1];
+    ilab_batch_item_t ia = {.struct_size = sizeof ia, .seq = a, .tokens = f->tokens, .n_tokens = n_a};
+    ilab_batch_item_t ib = {.struct_size = sizeof ib, .seq = b, .tokens = f->tokens, .n_tokens = 1};
+    const ilab_batch_item_t *items[2] = {&ia, &ib};
+    ilab_status st = env->api->eval(env->be, items, 2);
+    int32_t len_a = -1, len_b = -1;
+    env->api->seq_length(env->be, a, &len_a);
+    env->api->seq_length(env->be, b, &len_b);
+    env->api->seq_free(env->be, b);
+    CONF_CHECK_BOOL(st == ILAB_OUT_OF_MEMORY, "a batch of %d positions that fit and 1 position into a new "
+                    "sequence (one block more than the %lld cache_stats() reports free) returned %s, want "
+                    "ILAB_OUT_OF_MEMORY", (int)n_a, (long long)free_now, ilab_status_name(st));
+    CONF_CHECK_BOOL(len_a == f->lens[f->n - 1] && len_b == 0, "the refused batch changed the lengths to "
+                    "%d and %d (were %d and 0): a refused eval() changes nothing (CCH-8)", (int)len_a,
+                    (int)len_b, (int)f->lens[f->n - 1]);
+    return free_is(env, s0, free_now, "after a batch refused for memory", msg, cap);
+}
+
+/* The last sequence takes exactly the free capacity `n`, in two evals when
+ * it can, so that the second appends to a partly filled block (whose room
+ * a plugin must count: CCH-10's "evaluations that need, in all, the free
+ * blocks succeed"). Before the second: one position more, alone and as a
+ * batch, is ILAB_OUT_OF_MEMORY and changes nothing. */
+static bool exact_fit(conf_env *env, const ilab_cache_stats_t *s0, fill *f, int32_t n, int64_t *free_now,
+                      char *msg, size_t cap)
+{
+    const int64_t B = s0->block_size;
+    int32_t ctx = conf_max_context(env);
+    ilab_seq_t s = f->seqs[f->n - 1];
+    if (n + 1 <= ctx && !one_block_too_many(env, s0, f, n + 1, *free_now, msg, cap))
+        return false;
+    uint64_t rng = env->opt->seed ^ 0xF17F17ULL;
+    int32_t first = n > 1 ? 1 + (int32_t)(conf_splitmix64(&rng) % (uint64_t)(n - 1)) : 0;
+    if (first > 1 && first % B == 0)
+        first--; /* a partly filled last block */
+    if (first > 0) {
+        ilab_status st = conf_eval1(env, s, f->tokens, first, 0, NULL);
+        CONF_CHECK_BOOL(st == ILAB_OK, "eval() of %d of the %lld free positions into a new sequence returned %s",
+                        (int)first, (long long)*free_now, ilab_status_name(st));
+        f->lens[f->n - 1] = first;
+        *free_now -= held(first, B);
+        if (!free_is(env, s0, *free_now, "after the first part of the last sequence", msg, cap))
+            return false;
+    }
+    int32_t rest = n - first; /* exactly the room left: the partial block's and the free blocks' */
+    if (n + 1 <= ctx && first > 0) {
+        ilab_status st = conf_eval1(env, s, f->tokens, rest + 1, 0, NULL);
+        int32_t len = -1;
+        env->api->seq_length(env->be, s, &len);
+        CONF_CHECK_BOOL(st == ILAB_OUT_OF_MEMORY && len == first, "appending %d positions to a sequence of %d "
+                        "(one more than its last block and the %lld free positions hold) returned %s and left "
+                        "length %d, want ILAB_OUT_OF_MEMORY and %d", (int)(rest + 1), (int)first,
+                        (long long)*free_now, ilab_status_name(st), (int)len, (int)first);
+        if (!free_is(env, s0, *free_now, "after an append refused for memory", msg, cap))
+            return false;
+    }
+    if (!batch_too_many(env, s0, f, rest, *free_now, msg, cap))
+        return false;
+    ilab_status st = conf_eval1(env, s, f->tokens, rest, 0, NULL);
+    CONF_CHECK_BOOL(st == ILAB_OK, "appending %d positions to a sequence of %d, exactly the room its last block "
+                    "and the %lld free positions hold, returned %s, want ILAB_OK", (int)rest, (int)first,
+                    (long long)*free_now, ilab_status_name(st));
+    f->lens[f->n - 1] = n;
+    *free_now = 0;
+    return free_is(env, s0, 0, "after the cache was filled exactly", msg, cap);
+}
+
+/* Positions the harness evaluates to fill a cache (x10 with --deep): always
+ * FILL_BUDGET, and up to FILL_BUDGET_MAX while the fill has taken less than
+ * FILL_SECONDS, so that a fast plugin's cache of tens of thousands of
+ * positions is filled to its OUT_OF_MEMORY boundary and a slow model's is
+ * not filled for minutes. A bigger cache is filled this far, free capacity
+ * checked all the way, and its boundary left to a run with a smaller cache. */
 #define FILL_BUDGET 4096
+#define FILL_BUDGET_MAX 65536
+#define FILL_SECONDS 2.0
+
+static bool fill_within_budget(const conf_env *env, int64_t filled, double t0)
+{
+    int64_t scale = env->opt->deep ? 10 : 1;
+    if (filled < scale * FILL_BUDGET)
+        return true;
+    return filled < scale * FILL_BUDGET_MAX && conf_now_seconds() - t0 < (double)scale * FILL_SECONDS;
+}
 
 static conf_result fill_up(conf_env *env, const ilab_cache_stats_t *s0, fill *f, char *msg,
                            size_t cap)
@@ -288,15 +380,15 @@ static conf_result fill_up(conf_env *env, const ilab_cache_stats_t *s0, fill *f,
     CONF_CHECK(full > 0, "max_context %d is smaller than a block (%lld positions)", (int)ctx,
                (long long)B);
     int64_t free_now = s0->free_positions;
-    int64_t budget = env->opt->deep ? 10 * FILL_BUDGET : FILL_BUDGET;
+    double t0 = conf_now_seconds();
     bool boundary = false; /* checked one block more than free at least once */
     while (free_now > 0) {
-        if (s0->free_positions - free_now >= budget) {
+        if (!fill_within_budget(env, s0->free_positions - free_now, t0)) {
             snprintf(msg, cap, "%d sequences took %lld of %lld free positions exactly; the rest "
-                     "is past the harness's fill budget (%lld positions), so the OUT_OF_MEMORY "
-                     "boundary was not reached: run CCH-10 with a smaller cache for it", f->n,
-                     (long long)(s0->free_positions - free_now), (long long)s0->free_positions,
-                     (long long)budget);
+                     "is past the harness's fill budget (%d positions, or %d within %.0f s), so the "
+                     "OUT_OF_MEMORY boundary was not reached: run CCH-10 with a smaller cache for it",
+                     f->n, (long long)(s0->free_positions - free_now), (long long)s0->free_positions,
+                     FILL_BUDGET, FILL_BUDGET_MAX, FILL_SECONDS);
             return CONF_PASS;
         }
         ilab_seq_t s = 0;
@@ -313,10 +405,11 @@ static conf_result fill_up(conf_env *env, const ilab_cache_stats_t *s0, fill *f,
             return CONF_FAIL;
         }
         int32_t n = free_now < full ? (int32_t)free_now : full;
-        if (n < full && !boundary) {
-            if (!one_block_too_many(env, s0, f, n + 1, free_now, msg, cap))
+        if (n == free_now && !boundary) {
+            if (!exact_fit(env, s0, f, n, &free_now, msg, cap))
                 return CONF_FAIL;
             boundary = true;
+            continue;
         }
         st = conf_eval1(env, s, f->tokens, n, 0, NULL);
         if (st != ILAB_OK) {

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_digest.h"
 #include "suites.h"
 
 enum { MAX_CFG = 64, REASON = 512, VALUE = 48, THREADS = 4, ROUNDS = 6 };
@@ -50,7 +51,7 @@ typedef struct cfg_case {
     bool slow;
 } cfg_case;
 
-enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, N_CLAUSES };
+enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, C_DIF1, N_CLAUSES };
 
 typedef struct sweep {
     bool done;
@@ -228,8 +229,10 @@ static void create_agrees(conf_env *env, sweep *s, cfg_case *c)
     err[sizeof err - 1] = '\0';
     what(c, w, sizeof w);
     if (cs == ILAB_OK) {
-        if (b && b != untouched)
+        if (b && b != untouched) {
+            conf_digest_check(env, b, w, s->fail[C_DIF1], sizeof s->fail[C_DIF1]);
             env->api->destroy(b);
+        }
         else
             note(s, C_PRB2, "create() with %s returned OK without an instance", w);
     } else {
@@ -409,6 +412,16 @@ static conf_result report(conf_env *env, int clause, char *msg, size_t cap)
         CONF_MSG("%s", g_sweep.fail[clause]);
         return CONF_FAIL;
     }
+    if (clause == C_DIF1) {
+        CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+        if (conf_digest_pairs() == 0) {
+            snprintf(msg, cap, "no two configurations ran and reported the same non-empty digest");
+            return CONF_SKIP;
+        }
+        CONF_MSG("%d pairs of instances of %d configurations with the same digest agree (greedy and top-5)",
+                 conf_digest_pairs(), g_sweep.n);
+        return CONF_PASS;
+    }
     CONF_MSG("%d configurations over %zu key(s) and one undeclared key: %d probe() and %d create() calls agree",
              g_sweep.n, env->m->n_config, g_sweep.probes, g_sweep.creates);
     return CONF_PASS;
@@ -418,3 +431,4 @@ conf_result conf_cfg_prb1(conf_env *env, char *msg, size_t cap) { return report(
 conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap) { return report(env, C_PRB2, msg, cap); }
 conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap) { return report(env, C_PRB3, msg, cap); }
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap) { return report(env, C_ERR5, msg, cap); }
+conf_result conf_cfg_dif1(conf_env *env, char *msg, size_t cap) { return report(env, C_DIF1, msg, cap); }

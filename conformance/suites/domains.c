@@ -44,6 +44,27 @@ static void int_range(dom_draw *d, uint64_t lo, uint64_t hi, uint64_t *rng, size
         put(d, hi + 1, 0, false, true);
 }
 
+/* float domain from lo to hi (hi finite), each end closed or open: the
+ * ends or, at an open end, the float just inside it; seeded values inside;
+ * then outside: the float just past a closed end, an open end itself, NaN
+ * and both infinities. Drawn as floats: the API takes floats. */
+static void float_range(dom_draw *d, float lo, bool lo_closed, float hi, bool hi_closed, uint64_t *rng,
+                        size_t n_random)
+{
+    float in_lo = lo_closed ? lo : nextafterf(lo, hi), in_hi = hi_closed ? hi : nextafterf(hi, lo);
+    put(d, 0, in_lo, true, true);
+    put(d, 0, nextafterf(in_lo, hi), true, true);
+    put(d, 0, nextafterf(in_hi, lo), true, true);
+    put(d, 0, in_hi, true, true);
+    for (size_t i = 0; i < n_random; i++)
+        put(d, 0, (float)(lo + (double)below(rng, 1000001) / 1e6 * ((double)hi - lo)), true, false);
+    put(d, 0, lo_closed ? nextafterf(lo, -INFINITY) : lo, false, true);
+    put(d, 0, hi_closed ? nextafterf(hi, INFINITY) : hi, false, true);
+    put(d, 0, (double)NAN, false, true);
+    put(d, 0, (double)INFINITY, false, true);
+    put(d, 0, -(double)INFINITY, false, true);
+}
+
 size_t conf_dom_draw(conf_dom_id id, const conf_env *env, uint64_t seed, size_t n_random,
                      conf_dom_value *out)
 {
@@ -127,6 +148,24 @@ size_t conf_dom_draw(conf_dom_id id, const conf_env *env, uint64_t seed, size_t 
         }
         break;
     }
+    case CONF_DOM_TOP_P: /* (0, 1]; 1 off (SMP-5 5.) */
+        float_range(&d, 0.0f, false, 1.0f, true, &rng, n_random);
+        put(&d, 0, 1e-6, true, true);
+        break;
+    case CONF_DOM_MIN_P: /* [0, 1]; 0 off, 1 keeps the ties at the maximum (SMP-5 6., SMP-3) */
+        float_range(&d, 0.0f, true, 1.0f, true, &rng, n_random);
+        break;
+    case CONF_DOM_REPETITION: /* r > 0, 1 off (SMP-5 1.); every finite float above 0 */
+        float_range(&d, 0.0f, false, FLT_MAX, true, &rng, n_random);
+        put(&d, 0, 1.0, true, true);
+        put(&d, 0, 1e-30, true, true);
+        put(&d, 0, 1e30, true, true);
+        break;
+    case CONF_DOM_PRESENCE:  /* [-2, 2], 0 off (SMP-5 2.) */
+    case CONF_DOM_FREQUENCY: /* [-2, 2], 0 off (SMP-5 2.) */
+        float_range(&d, -2.0f, true, 2.0f, true, &rng, n_random);
+        put(&d, 0, 0.0, true, true);
+        break;
     case CONF_DOM_COUNT:
         break;
     }
@@ -137,7 +176,7 @@ const char *conf_dom_name(conf_dom_id id)
 {
     static const char *const names[CONF_DOM_COUNT] = {
         "batch size", "top_logprobs", "seed", "temperature", "top_k", "text bytes", "stop-string bytes",
-        "tokenize flags",
+        "tokenize flags", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
     };
     return id < CONF_DOM_COUNT ? names[id] : "?";
 }

@@ -20,12 +20,17 @@ typedef enum conf_dom_id {
     CONF_DOM_TEXT_BYTES,   /* tokenize() input length */
     CONF_DOM_STOP_BYTES,   /* one stop string's length */
     CONF_DOM_TOK_FLAGS,    /* tokenize() flags */
+    CONF_DOM_TOP_P,        /* sampling top_p, (0, 1] */
+    CONF_DOM_MIN_P,        /* sampling min_p, [0, 1] */
+    CONF_DOM_REPETITION,   /* sampling repetition_penalty, (0, FLT_MAX] */
+    CONF_DOM_PRESENCE,     /* sampling presence_penalty, [-2, 2] */
+    CONF_DOM_FREQUENCY,    /* sampling frequency_penalty, [-2, 2] */
     CONF_DOM_COUNT
 } conf_dom_id;
 
 typedef struct conf_dom_value {
     uint64_t u;   /* integer domains */
-    double f;     /* temperature */
+    double f;     /* float domains (a float's value: the API takes floats) */
     bool inside;  /* false: outside the domain, the call must refuse it */
     bool boundary;
 } conf_dom_value;

@@ -33,8 +33,8 @@ static conf_result run(conf_env *env, const conf_gen_params *p, conf_gen *g, cha
 /* SMP-7: a plugin that samples itself through an engine that cannot take
  * a value may refuse it — one ERROR, no TOKEN, the message naming the
  * parameter. Allowed only where real engines stop short of the domain: a
- * seed past 2^63 - 1 (signed seeds) and a temperature past 2 (the OpenAI
- * range). */
+ * seed past 2^63 - 1 (signed seeds), a temperature past 2 (the OpenAI
+ * range) and a repetition penalty other than 1 (servers bound it). */
 static bool engine_refused(const conf_env *env, const conf_gen *g, const char *param)
 {
     return env->m->sampling == ILAB_SAMPLING_BACKEND && g->n_tokens == 0 &&
@@ -238,6 +238,54 @@ conf_result conf_dom_top_k(conf_env *env, char *msg, size_t cap)
             return CONF_FAIL;
     }
     CONF_MSG("%zu values of top_k: 0, 1, vocab-1, vocab, vocab+1, random, -1", n);
+    return CONF_PASS;
+}
+
+/* SMP-5's ranges of the float sampling parameters, each swept over its
+ * domain (ends, floats just inside an open end and just outside a closed
+ * one, NaN, infinities) at temperature 1, the others off: inside runs to
+ * max_tokens, outside is refused with no TOKEN. */
+conf_result conf_dom_sampling_ranges(conf_env *env, char *msg, size_t cap)
+{
+    static const conf_dom_id ids[] = {CONF_DOM_TOP_P, CONF_DOM_MIN_P, CONF_DOM_REPETITION, CONF_DOM_PRESENCE,
+                                      CONF_DOM_FREQUENCY};
+    int32_t prompt[PROMPT];
+    size_t total = 0;
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        conf_dom_value val[CONF_DOM_MAX_VALUES];
+        size_t n = conf_dom_draw(ids[k], env, env->opt->seed, 2, val);
+        for (size_t i = 0; i < n; i++, total++) {
+            conf_gen_params p;
+            params(env, &p, prompt, 74 + k, 4);
+            p.sampling.temperature = 1.0f;
+            p.sampling.seed = env->opt->seed + 200 + total;
+            float *field = ids[k] == CONF_DOM_TOP_P        ? &p.sampling.top_p
+                           : ids[k] == CONF_DOM_MIN_P      ? &p.sampling.min_p
+                           : ids[k] == CONF_DOM_REPETITION ? &p.sampling.repetition_penalty
+                           : ids[k] == CONF_DOM_PRESENCE   ? &p.sampling.presence_penalty
+                                                           : &p.sampling.frequency_penalty;
+            *field = (float)val[i].f;
+            conf_gen g;
+            conf_result r = run(env, &p, &g, msg, cap);
+            if (r != CONF_PASS)
+                return r;
+            char what[96];
+            snprintf(what, sizeof what, "%s %.9g (%s)", conf_dom_name(ids[k]), val[i].f,
+                     val[i].inside ? "inside its range" : "outside its range");
+            /* engines bound the repetition penalty more tightly than SMP-5
+             * (a server may take 0.01 to 10): SMP-7 lets them refuse it */
+            bool engine_may_refuse = ids[k] == CONF_DOM_REPETITION && val[i].f != 1.0 &&
+                                     engine_refused(env, &g, "repetition_penalty");
+            bool ok = !val[i].inside       ? refused(&g, what, msg, cap)
+                      : engine_may_refuse ? true
+                                          : ran(&g, &p, what, msg, cap);
+            conf_gen_free(&g);
+            if (!ok)
+                return CONF_FAIL;
+        }
+    }
+    CONF_MSG("%zu values of top_p, min_p, repetition, presence and frequency penalties, at and past "
+             "the ends of their ranges", total);
     return CONF_PASS;
 }
 

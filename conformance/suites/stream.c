@@ -181,7 +181,23 @@ conf_result conf_str4_cancel(conf_env *env, char *msg, size_t cap)
     CONF_CHECK(fr == ILAB_FINISH_CANCELLED && n <= 5,
                "cancel() from another thread at token 3: %zu tokens and '%s', want <= 5 and 'cancelled'",
                n, ilab_finish_reason_name(fr));
-    CONF_MSG("cancel from another thread stopped after %zu tokens", n);
+    /* the request id's domain is every uint64_t: its edges, where ids kept
+     * in 32 or 63 bits stop matching (the ids above are drawn over it too) */
+    static const uint64_t edges[] = {1, 0xffffffffULL, 0x100000003ULL, 0x8000000000000005ULL, UINT64_MAX};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        gp.request_id = edges[i];
+        r = conf_stream_run(env, &gp, &g, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        size_t m = g.n_tokens;
+        ilab_finish_reason f = g.finish_reason;
+        conf_gen_free(&g);
+        CONF_CHECK(f == ILAB_FINISH_CANCELLED && m <= 5,
+                   "request id %#llx, cancel() from another thread at token 3: %zu tokens and '%s', want <= 5 "
+                   "and 'cancelled'", (unsigned long long)edges[i], m, ilab_finish_reason_name(f));
+    }
+    CONF_MSG("cancel from another thread stopped after %zu tokens; also with request ids at 2^32 - 1, "
+             "2^32 + 3, 2^63 + 5 and 2^64 - 1", n);
     return CONF_PASS;
 }
 

@@ -32,6 +32,7 @@ static const conf_test tests[] = {
     T("config.PRB-2.every_configuration", "PRB-2", CONF_NEED_PROBE, conf_cfg_prb2),
     T("config.PRB-3.every_configuration", "PRB-3", CONF_NEED_PROBE, conf_cfg_prb3),
     T("config.ERR-5.every_configuration", "ERR-5", CONF_NEED_PROBE, conf_cfg_err5),
+    T("config.DIF-1.same_digest_same_model", "DIF-1", CONF_NEED_PROBE, conf_cfg_dif1),
     T("abi.ABI-3.host_table_sizes", "ABI-3", CONF_NEED_PROBE, conf_abi3_host_table_sizes),
     T("abi.ABI-3.model_info_every_size", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_model_info_sizes),
     T("abi.ABI-3.batch_item_sizes", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_item_sizes),
@@ -122,6 +123,7 @@ static const conf_test tests[] = {
     T("sampling.SMP-1.greedy_deterministic", "SMP-1", CONF_NEED_INSTANCE, conf_smp1_greedy),
     T("sampling.SMP-2.same_seed_same_tokens", "SMP-2", CONF_NEED_INSTANCE, conf_smp2_seed),
     T("sampling.SMP-3.filters_equal_greedy", "SMP-3", CONF_NEED_INSTANCE, conf_smp3_filters),
+    T("sampling.SMP-3.ties_at_the_maximum", "SMP-3", CONF_NEED_INSTANCE, conf_smp3_ties),
     T("sampling.SMP-4.distribution_matches", "SMP-4", CONF_NEED_INSTANCE, conf_smp4_distribution),
     T("sampling.SMP-5.processor_order", "SMP-5", CONF_NEED_INSTANCE, conf_smp5_order),
     /* against the host sampler on the plugin's own logits (sampling_ref.c) */
@@ -152,6 +154,7 @@ static const conf_test tests[] = {
     T("domains.SMP-2.seed_bits", "SMP-2", CONF_NEED_INSTANCE, conf_dom_seed),
     T("domains.SMP-5.temperature_range", "SMP-5", CONF_NEED_INSTANCE, conf_dom_temperature),
     T("domains.SMP-5.top_k_edges", "SMP-5", CONF_NEED_INSTANCE, conf_dom_top_k),
+    T("domains.SMP-5.sampling_ranges", "SMP-5", CONF_NEED_INSTANCE, conf_dom_sampling_ranges),
     T("domains.STR-6.stop_lengths", "STR-6", CONF_NEED_INSTANCE, conf_dom_stop_lengths),
     T("domains.TOK-7.flags_and_capacities", "TOK-7", CONF_NEED_INSTANCE, conf_dom_flags_caps),
     T("domains.TOK-2.long_texts", "TOK-2", CONF_NEED_INSTANCE, conf_dom_long_texts),

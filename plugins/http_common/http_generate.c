@@ -75,6 +75,10 @@ static ilab_status read_request(ilab_backend_t *b, const ilab_generate_request_t
         bad = "min_p must be in [0, 1]";
     else if (!(s->repetition_penalty > 0.0f) || !isfinite(s->repetition_penalty))
         bad = "repetition_penalty must be finite and > 0";
+    else if (!(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f))
+        bad = "presence_penalty must be in [-2, 2]";
+    else if (!(s->frequency_penalty >= -2.0f && s->frequency_penalty <= 2.0f))
+        bad = "frequency_penalty must be in [-2, 2]";
     if (bad) {
         snprintf(err, cap, "%s: generate: %s", plugin, bad);
         return ILAB_INVALID_ARGUMENT;
