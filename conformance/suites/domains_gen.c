@@ -245,38 +245,87 @@ conf_result conf_dom_top_k(conf_env *env, char *msg, size_t cap)
  * domain (ends, floats just inside an open end and just outside a closed
  * one, NaN, infinities) at temperature 1, the others off: inside runs to
  * max_tokens, outside is refused with no TOKEN. */
+static float *sampling_field(ilab_sampling_t *s, conf_dom_id id)
+{
+    switch (id) {
+    case CONF_DOM_TOP_P: return &s->top_p;
+    case CONF_DOM_MIN_P: return &s->min_p;
+    case CONF_DOM_REPETITION: return &s->repetition_penalty;
+    case CONF_DOM_PRESENCE: return &s->presence_penalty;
+    default: return &s->frequency_penalty;
+    }
+}
+
+/* The value that turns a processor off, and one well inside its range. */
+static float neutral_value(conf_dom_id id)
+{
+    return id == CONF_DOM_TOP_P ? 1.0f : id == CONF_DOM_REPETITION ? 1.0f : 0.0f;
+}
+
+static float middle_value(conf_dom_id id)
+{
+    return id == CONF_DOM_TOP_P ? 0.9f : id == CONF_DOM_MIN_P ? 0.05f : id == CONF_DOM_REPETITION ? 1.1f : 0.5f;
+}
+
+/* One T = 1 request with the field set to v, into p (its prompt in
+ * `prompt`); CONF_PASS with g filled. */
+static conf_result run_value(conf_env *env, conf_dom_id id, float v, uint64_t seed, conf_gen_params *p,
+                             int32_t *prompt, conf_gen *g, char *msg, size_t cap)
+{
+    params(env, p, prompt, 74 + (uint64_t)id, 4);
+    p->sampling.temperature = 1.0f;
+    p->sampling.seed = seed;
+    *sampling_field(&p->sampling, id) = v;
+    return run(env, p, g, msg, cap);
+}
+
+/* SMP-7: a processor the plugin does not implement is refused at any value
+ * but its neutral one (UNSUPPORTED, no TOKEN). Asked with a value well
+ * inside the range. */
+static conf_result implemented(conf_env *env, conf_dom_id id, bool *yes, char *msg, size_t cap)
+{
+    conf_gen g;
+    conf_gen_params p;
+    int32_t prompt[PROMPT];
+    conf_result r = run_value(env, id, middle_value(id), env->opt->seed + 199, &p, prompt, &g, msg, cap);
+    if (r != CONF_PASS)
+        return r;
+    *yes = !(g.status == ILAB_UNSUPPORTED && g.n_tokens == 0);
+    conf_gen_free(&g);
+    return CONF_PASS;
+}
+
 conf_result conf_dom_sampling_ranges(conf_env *env, char *msg, size_t cap)
 {
     static const conf_dom_id ids[] = {CONF_DOM_TOP_P, CONF_DOM_MIN_P, CONF_DOM_REPETITION, CONF_DOM_PRESENCE,
                                       CONF_DOM_FREQUENCY};
-    int32_t prompt[PROMPT];
-    size_t total = 0;
+    size_t total = 0, unimplemented = 0;
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        bool impl = true;
+        conf_result r = implemented(env, ids[k], &impl, msg, cap);
+        if (r != CONF_PASS)
+            return r;
+        unimplemented += !impl;
         conf_dom_value val[CONF_DOM_MAX_VALUES];
         size_t n = conf_dom_draw(ids[k], env, env->opt->seed, 2, val);
         for (size_t i = 0; i < n; i++, total++) {
-            conf_gen_params p;
-            params(env, &p, prompt, 74 + k, 4);
-            p.sampling.temperature = 1.0f;
-            p.sampling.seed = env->opt->seed + 200 + total;
-            float *field = ids[k] == CONF_DOM_TOP_P        ? &p.sampling.top_p
-                           : ids[k] == CONF_DOM_MIN_P      ? &p.sampling.min_p
-                           : ids[k] == CONF_DOM_REPETITION ? &p.sampling.repetition_penalty
-                           : ids[k] == CONF_DOM_PRESENCE   ? &p.sampling.presence_penalty
-                                                           : &p.sampling.frequency_penalty;
-            *field = (float)val[i].f;
+            float v = (float)val[i].f;
             conf_gen g;
-            conf_result r = run(env, &p, &g, msg, cap);
+            conf_gen_params p;
+            int32_t prompt[PROMPT];
+            r = run_value(env, ids[k], v, env->opt->seed + 200 + total, &p, prompt, &g, msg, cap);
             if (r != CONF_PASS)
                 return r;
             char what[96];
-            snprintf(what, sizeof what, "%s %.9g (%s)", conf_dom_name(ids[k]), val[i].f,
-                     val[i].inside ? "inside its range" : "outside its range");
+            snprintf(what, sizeof what, "%s %.9g (%s%s)", conf_dom_name(ids[k]), val[i].f,
+                     val[i].inside ? "inside its range" : "outside its range",
+                     impl ? "" : "; the plugin refuses it as unimplemented");
             /* engines bound the repetition penalty more tightly than SMP-5
              * (a server may take 0.01 to 10): SMP-7 lets them refuse it */
             bool engine_may_refuse = ids[k] == CONF_DOM_REPETITION && val[i].f != 1.0 &&
                                      engine_refused(env, &g, "repetition_penalty");
-            bool ok = !val[i].inside       ? refused(&g, what, msg, cap)
+            bool must_refuse = !val[i].inside || (!impl && v != neutral_value(ids[k]));
+            bool ok = must_refuse         ? refused(&g, what, msg, cap)
                       : engine_may_refuse ? true
                                           : ran(&g, &p, what, msg, cap);
             conf_gen_free(&g);
@@ -285,7 +334,8 @@ conf_result conf_dom_sampling_ranges(conf_env *env, char *msg, size_t cap)
         }
     }
     CONF_MSG("%zu values of top_p, min_p, repetition, presence and frequency penalties, at and past "
-             "the ends of their ranges", total);
+             "the ends of their ranges (%zu of the five unimplemented: refused but at their neutral value)",
+             total, unimplemented);
     return CONF_PASS;
 }
 
