@@ -20,6 +20,7 @@ typedef struct pass {
     ilab_req **cancelled; /* left the waiting queue cancelled (or stopping) */
     int n_cancelled;
     bool know_room;     /* cache.stats: `room` is the backend's free capacity now */
+    bool room_unread;   /* cache.stats, but not read this pass: admit nothing */
     int64_t room;       /* positions, less what this pass admitted */
     bool short_of_room; /* the head waits for capacity, not for a slot */
 } pass;
@@ -74,6 +75,8 @@ static void take_cancelled_waiting(ilab_engine *e, bool stopping, pass *p)
  * cache's blocks, or fails naming the capacity (step_eval.c). Under mu. */
 static bool fits(ilab_engine *e, ilab_req *r, pass *p)
 {
+    if (p->room_unread)
+        return false; /* arrived after this pass's read was skipped: the next pass reads */
     if (!p->know_room)
         return true;
     int64_t need = ilab_engine_admission_need(e, r);
@@ -105,6 +108,31 @@ static void admit_waiting(ilab_engine *e, pass *p)
         if (e->backend_sampling)
             p->spawn[p->n_spawn++] = r;
     }
+}
+
+/* How often the usage gauge is refreshed while nothing waits. */
+#define GAUGE_REFRESH_NS 50000000ull
+
+/* cache_stats() is a backend call, a round trip when the backend is a
+ * worker process: a decode step must not pay it. It is read when a request
+ * waits to be admitted, on the pass after one started or ended, and every
+ * GAUGE_REFRESH_NS for the gauge. */
+static void read_room(ilab_engine *e, pass *p, bool running_changed, uint64_t *last_read)
+{
+    pthread_mutex_lock(&e->mu);
+    bool waiting = e->n_waiting > 0;
+    pthread_mutex_unlock(&e->mu);
+    uint64_t now = ilab_now_ns();
+    p->room_unread = false;
+    p->know_room = false;
+    if (!e->cache_stats)
+        return;
+    if (!waiting && !running_changed && now - *last_read < GAUGE_REFRESH_NS) {
+        p->room_unread = true;
+        return;
+    }
+    *last_read = now;
+    p->know_room = ilab_engine_capacity_read(e, &p->room);
 }
 
 /* The pass's decisions, outside the lock. */
@@ -146,12 +174,18 @@ void *ilab_engine_scheduler_main(void *arg)
               .cancelled = malloc(cap * sizeof *p.cancelled)};
     /* Nothing sane to do without the lists; leave the queue to destroy(). */
     bool ok = p.done && p.spawn && p.cancelled;
+    int last_running = -1;
+    uint64_t last_read = 0;
     while (ok) {
         p.n_done = p.n_spawn = p.n_cancelled = 0;
         p.short_of_room = false;
         /* Only this thread changes the backend's cache, so what it says now
          * still holds when admission runs below. */
-        p.know_room = ilab_engine_capacity_read(e, &p.room);
+        pthread_mutex_lock(&e->mu);
+        bool running_changed = e->n_running != last_running;
+        last_running = e->n_running;
+        pthread_mutex_unlock(&e->mu);
+        read_room(e, &p, running_changed, &last_read);
         pthread_mutex_lock(&e->mu);
         while (!work_pending(e))
             pthread_cond_wait(&e->cv, &e->mu);
