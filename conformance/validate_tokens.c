@@ -2,7 +2,9 @@
  * is shadowed, so TOK-7's rules hold on every call — OK writes exactly the
  * result and nothing past it, BUFFER_TOO_SMALL writes nothing and reports a
  * size that then works exactly, any other status writes nothing — and ids
- * come out in range (TOK-3) with the flags' specials in place (TOK-8, TOK-9). */
+ * come out in range (TOK-3) with the flags' specials in place (TOK-8, TOK-9);
+ * the end-of-generation ids are in range, once each, EOS first (TOK-12), and
+ * the chat template has no NUL inside (TOK-13). */
 #include <stdio.h>
 #include <string.h>
 
@@ -250,9 +252,80 @@ static ilab_status w_token_piece(ilab_backend_t *be, int32_t prev, int32_t token
     return text_out("token_piece", call_piece, be, &token, 1, prev, piece, cap, len);
 }
 
+static ilab_status call_chat(ilab_backend_t *be, const int32_t *t, size_t n, int32_t prev, char *out,
+                             size_t cap, size_t *len)
+{
+    (void)t, (void)n, (void)prev;
+    return R->chat_template(be, out, cap, len);
+}
+
+/* TOK-13: sizes as detokenize's; no NUL inside the template. */
+static ilab_status w_chat_template(ilab_backend_t *be, char *text, size_t cap, size_t *len)
+{
+    size_t local = SENTINEL;
+    ilab_status st = text_out("chat_template", call_chat, be, NULL, 0, -1, text, cap, len ? len : &local);
+    size_t l = len ? *len : local;
+    if (st == ILAB_OK && text && l < cap && l != SENTINEL) {
+        val_checked("TOK-13");
+        if (strlen(text) != l)
+            val_violation("TOK-13", "chat_template", "returned %zu bytes with a NUL at byte %zu", l,
+                          strlen(text));
+    }
+    return st;
+}
+
+/* TOK-12: sizes as tokenize's; each id in range and once, EOS first. */
+static void eog_ok(const ilab_backend_t *be, const int32_t *ids, size_t n)
+{
+    vocab w = vocab_of(be);
+    if (!w.known || n > SCAN_MAX)
+        return;
+    val_checked("TOK-12");
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= w.v) {
+            val_violation("TOK-12", "eog_ids", "id %d at %zu is outside [0, %d)", (int)ids[i], i, (int)w.v);
+            return;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (ids[j] == ids[i]) {
+                val_violation("TOK-12", "eog_ids", "id %d is listed twice (at %zu and %zu)", (int)ids[i], j, i);
+                return;
+            }
+    }
+    if (w.eos >= 0 && (n == 0 || ids[0] != w.eos))
+        val_violation("TOK-12", "eog_ids", "the first id is %d, not EOS %d", n ? (int)ids[0] : -1, (int)w.eos);
+}
+
+static ilab_status w_eog_ids(ilab_backend_t *be, int32_t *ids, size_t cap, size_t *n_ids)
+{
+    val_call c;
+    val_enter(&c, "eog_ids", be);
+    val_buf b;
+    bool shadow = ids && cap <= VAL_SHADOW_MAX / 4 && val_buf_open(&b, cap * 4);
+    size_t local = SENTINEL;
+    ilab_status st = R->eog_ids(be, shadow ? val_buf_ptr(&b) : ids, cap, n_ids ? &local : NULL);
+    if (n_ids)
+        count_out(local, n_ids, st, "eog_ids");
+    size_t n = local;
+    if (shadow) {
+        bool fits = st == ILAB_OK && n <= cap;
+        settle(&b, ids, fits ? n * 4 : 0, st, "eog_ids");
+        if (fits)
+            eog_ok(be, ids, n);
+    }
+    if (st == ILAB_OK && n_ids && n != SENTINEL && n > cap)
+        val_violation("TOK-7", "eog_ids", "returned OK with %zu ids for cap %zu", n, cap);
+    if (st == ILAB_BUFFER_TOO_SMALL && n_ids && n != SENTINEL && n <= cap)
+        val_violation("TOK-7", "eog_ids", "BUFFER_TOO_SMALL asked for %zu ids, cap was %zu", n, cap);
+    val_leave(&c, st);
+    return st;
+}
+
 void val_fill_tokens(ilab_backend_api_t *t)
 {
     if (t->tokenize) t->tokenize = w_tokenize;
     if (t->detokenize) t->detokenize = w_detokenize;
     if (t->token_piece) t->token_piece = w_token_piece;
+    if (t->eog_ids) t->eog_ids = w_eog_ids;
+    if (t->chat_template) t->chat_template = w_chat_template;
 }
