@@ -184,6 +184,16 @@ static ilab_status w_model_info(ilab_backend_t *be, ilab_model_info_t *info)
     local.struct_size = info->struct_size;
     ilab_status st = R->model_info(be, &local);
     if (st == ILAB_OK) {
+        val_checked("TOK-1");
+        if (!memchr(local.name, '\0', sizeof local.name) || !local.name[0])
+            val_violation("TOK-1", "model_info", "name is %s", local.name[0] ? "not NUL-terminated in its "
+                          "64 bytes" : "empty");
+        else if (!memchr(local.digest, '\0', sizeof local.digest))
+            val_violation("TOK-1", "model_info", "digest is not NUL-terminated in its 80 bytes");
+        else if (local.vocab_size <= 0 || local.max_context <= 0 || local.bos_id < -1 ||
+                 local.bos_id >= local.vocab_size || local.eos_id < -1 || local.eos_id >= local.vocab_size)
+            val_violation("TOK-1", "model_info", "vocab_size %d, max_context %d, bos_id %d, eos_id %d",
+                          (int)local.vocab_size, (int)local.max_context, (int)local.bos_id, (int)local.eos_id);
         *info = local;
         val_lock();
         val_inst *in = val_inst_find(be);

@@ -188,13 +188,25 @@ conf_result conf_tok11_parse_special(conf_env *env, char *msg, size_t cap)
                 r = CONF_FAIL;
             }
             free(t);
+            /* without the flag it is plain text: never the control token */
+            t = r == CONF_PASS ? tokenize_flags(env, text, len, 0, &nt, msg, cap) : NULL;
+            for (size_t k = 0; t && k < nt && r == CONF_PASS; k++)
+                if (t[k] == ids[i]) {
+                    CONF_MSG("tokenize(\"%s\") without PARSE_SPECIAL gave the end-of-generation token %d "
+                             "at %zu: user text must stay plain text", text, ids[i], k);
+                    r = CONF_FAIL;
+                }
+            if (r == CONF_PASS && !t)
+                r = CONF_FAIL;
+            free(t);
             checked++;
         }
         free(text);
     }
     free(ids);
     if (r == CONF_PASS)
-        CONF_MSG("plain text unchanged; %zu end-of-turn token text(s) parsed as their token",
+        CONF_MSG("plain text unchanged; %zu end-of-turn token text(s) parsed as their token with "
+                 "PARSE_SPECIAL, and as plain text without it",
                  checked);
     return r;
 }

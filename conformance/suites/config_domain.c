@@ -32,9 +32,10 @@
 #include <string.h>
 
 #include "config_digest.h"
+#include "resources.h"
 #include "suites.h"
 
-enum { MAX_CFG = 64, REASON = 512, VALUE = 48, THREADS = 4, ROUNDS = 6 };
+enum { MAX_CFG = 96, REASON = 512, VALUE = 320, THREADS = 4, ROUNDS = 6 };
 #define PROBE_LIMIT_SECONDS 2.0
 #define BUDGET_SECONDS 8.0
 #define CONCURRENT_SECONDS 0.5
@@ -51,7 +52,7 @@ typedef struct cfg_case {
     bool slow;
 } cfg_case;
 
-enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, C_DIF1, N_CLAUSES };
+enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, C_DIF1, C_ABI7, N_CLAUSES };
 
 typedef struct sweep {
     bool done;
@@ -117,7 +118,8 @@ static int description_tokens(const char *d, bool numbers, char out[][VALUE], in
     return n;
 }
 
-static void add_key_values(sweep *s, const ilab_config_key *k)
+/* `path`: the plugin's own file, an existing readable file for keys that name one. */
+static void add_key_values(sweep *s, const ilab_config_key *k, const char *path)
 {
     char words[12][VALUE];
     switch (k->type) {
@@ -161,6 +163,18 @@ static void add_key_values(sweep *s, const ilab_config_key *k)
         for (int i = 0; i < n; i++)
             add(s, k->key, words[i], V_PLAIN);
         add(s, k->key, "conformance-unnamed", V_UNNAMED);
+        /* lengths at the powers of two a fixed buffer is likely to have */
+        static const int lengths[] = {63, 64, 65, 255, 256};
+        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+            char v[VALUE];
+            memset(v, 'a', (size_t)lengths[i]);
+            v[lengths[i]] = '\0';
+            add(s, k->key, v, V_UNNAMED);
+        }
+        /* a file that exists and reads, for a key that names one */
+        if (path && k->description && (strstr(k->description, "file") || strstr(k->description, "path")) &&
+            strlen(path) < VALUE)
+            add(s, k->key, path, V_UNNAMED);
         break;
     }
     }
@@ -183,7 +197,11 @@ static ilab_status probe_cfg(conf_env *env, const cfg_case *c, char *reason, siz
 
 static const char *what(const cfg_case *c, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s=\"%s\"", c->key, c->value);
+    size_t len = strlen(c->value);
+    if (len > 40)
+        snprintf(buf, cap, "%.48s=\"%.32s...\" (%zu bytes)", c->key, c->value, len);
+    else
+        snprintf(buf, cap, "%.48s=\"%.40s\"", c->key, c->value);
     return buf;
 }
 
@@ -213,6 +231,44 @@ static void reason_capacities(conf_env *env, sweep *s, const cfg_case *c)
     }
 }
 
+/* Under this configuration, model_info() and cache_stats() through the
+ * validation layer, which checks them (TOK-1, CCH-10) and reports there. */
+static void instance_answers(conf_env *env, ilab_backend_t *b)
+{
+    ilab_model_info_t info = {.struct_size = sizeof info};
+    env->api->model_info(b, &info);
+    if (env->m->cache_stats) {
+        ilab_cache_stats_t stats = {.struct_size = sizeof stats};
+        env->api->cache_stats(b, &stats);
+    }
+}
+
+/* ABI-7 under this configuration: a second create()/destroy() leaves the
+ * heap, descriptors and threads where the first left them. */
+static void no_leak(conf_env *env, sweep *s, const cfg_case *c, const char *w)
+{
+    size_t n = 0;
+    ilab_config_entry_t *cfg = conf_config_with(env, c->key, c->value, &n);
+    if (!cfg)
+        return;
+    conf_resources before = conf_resources_now();
+    char err[REASON];
+    ilab_backend_t *b = NULL;
+    ilab_status st = env->api->create(env->host, cfg, n, err, sizeof err, &b);
+    if (st != ILAB_OK || !b) {
+        free(cfg);
+        note(s, C_PRB3, "create() with %s succeeded, then gave %s the second time", w, ilab_status_name(st));
+        return;
+    }
+    env->api->destroy(b);
+    conf_resources after = conf_resources_now();
+    free(cfg); /* after the count: it was live in `before` too */
+    char what[200], why[CONF_MSG_CAP];
+    snprintf(what, sizeof what, "a second create()/destroy() with %s", w);
+    if (!conf_resources_same(before, after, what, why, sizeof why))
+        note(s, C_ABI7, "%s", why);
+}
+
 /* create() with the case's configuration, judged against its probe. */
 static void create_agrees(conf_env *env, sweep *s, cfg_case *c)
 {
@@ -231,7 +287,9 @@ static void create_agrees(conf_env *env, sweep *s, cfg_case *c)
     if (cs == ILAB_OK) {
         if (b && b != untouched) {
             conf_digest_check(env, b, w, s->fail[C_DIF1], sizeof s->fail[C_DIF1]);
+            instance_answers(env, b);
             env->api->destroy(b);
+            no_leak(env, s, c, w);
         }
         else
             note(s, C_PRB2, "create() with %s returned OK without an instance", w);
@@ -369,7 +427,7 @@ static void run_sweep(conf_env *env, sweep *s)
     memset(s, 0, sizeof *s);
     s->done = true;
     for (size_t k = 0; k < env->m->n_config; k++)
-        add_key_values(s, &env->m->config[k]);
+        add_key_values(s, &env->m->config[k], env->path);
     add(s, "conformance_undeclared_key", "1", V_UNDECLARED);
     double t_end = conf_now_seconds() + BUDGET_SECONDS;
     for (int i = 0; i < s->n; i++)
@@ -432,3 +490,4 @@ conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap) { return report(
 conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap) { return report(env, C_PRB3, msg, cap); }
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap) { return report(env, C_ERR5, msg, cap); }
 conf_result conf_cfg_dif1(conf_env *env, char *msg, size_t cap) { return report(env, C_DIF1, msg, cap); }
+conf_result conf_cfg_abi7(conf_env *env, char *msg, size_t cap) { return report(env, C_ABI7, msg, cap); }

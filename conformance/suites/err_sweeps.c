@@ -199,11 +199,44 @@ static void free_all(conf_env *env, ilab_seq_t *s, int n)
             env->api->seq_free(env->be, s[i]);
 }
 
+/* LOG-6: each item flag bit the SDK does not define, alone, is refused and
+ * leaves the sequence empty — every bit, not one: a mask written one bit too
+ * wide accepts only its neighbour. */
+static conf_result every_unknown_flag_bit(conf_env *env, char *msg, size_t cap)
+{
+    int32_t tok;
+    conf_prompt_tokens(env, env->opt->seed + 52, &tok, 1);
+    ilab_seq_t s = 0;
+    ilab_status st = env->api->seq_create(env->be, &s);
+    CONF_CHECK(st == ILAB_OK, "seq_create() returned %s", ilab_status_name(st));
+    for (int bit = 0; bit < 32; bit++) {
+        uint32_t flag = 1u << bit;
+        if (flag & ILAB_EVAL_ALL_LOGITS)
+            continue;
+        ilab_batch_item_t item = {.struct_size = sizeof item, .seq = s, .tokens = &tok, .n_tokens = 1,
+                                  .flags = flag};
+        const ilab_batch_item_t *ptr = &item;
+        st = env->api->eval(env->be, &ptr, 1);
+        int32_t len = -1;
+        env->api->seq_length(env->be, s, &len);
+        if (st != ILAB_INVALID_ARGUMENT || len != 0) {
+            env->api->seq_free(env->be, s);
+            CONF_MSG("eval() of one item with the unknown flag bit %d (0x%x) returned %s and left length %d, "
+                     "want INVALID_ARGUMENT and 0", bit, (unsigned)flag, ilab_status_name(st), (int)len);
+            return CONF_FAIL;
+        }
+    }
+    env->api->seq_free(env->be, s);
+    return CONF_PASS;
+}
+
 /* ERR-3: eval with no items or an unknown flag bit is refused; a batch
  * whose LAST item is invalid changes no sequence (all-or-nothing). */
 conf_result conf_err3_eval_edges(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    if (every_unknown_flag_bit(env, msg, cap) != CONF_PASS)
+        return CONF_FAIL;
     int nb = env->m->max_batch < 4 ? env->m->max_batch : 4;
     ilab_seq_t s[4] = {0};
     int32_t tok[4], before[4], after[4];

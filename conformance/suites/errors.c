@@ -95,6 +95,44 @@ conf_result conf_err1_closed(conf_env *env, char *msg, size_t cap)
         checked++;                                                                                \
     } while (0)
 
+/* What an undeclared generate() emitted (ERR-2: nothing, or one ERROR
+ * event with UNSUPPORTED and a message). */
+typedef struct undeclared_events {
+    int n, n_error;
+    ilab_status status;
+    bool message;
+} undeclared_events;
+
+static int record_undeclared(void *user, const ilab_event_t *ev)
+{
+    undeclared_events *u = user;
+    u->n++;
+    if (ev->type == ILAB_EVENT_ERROR) {
+        u->n_error++;
+        u->status = ev->status;
+        u->message = ev->message && ev->message[0];
+    }
+    return 0;
+}
+
+static conf_result undeclared_generate(conf_env *env, char *msg, size_t cap)
+{
+    int32_t tok = 0;
+    ilab_generate_request_t req = {.struct_size = sizeof req, .request_id = 78, .prompt_tokens = &tok,
+                                   .n_prompt_tokens = 1, .max_tokens = 1};
+    ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
+    req.sampling = &sampling;
+    undeclared_events u = {0, 0, ILAB_OK, false};
+    ilab_status st = env->api->generate(env->be, &req, record_undeclared, &u);
+    CONF_CHECK(st == ILAB_UNSUPPORTED, "sampling: backend not declared, but generate() with a callback returned %s",
+               ilab_status_name(st));
+    CONF_CHECK(u.n == 0 || (u.n == 1 && u.n_error == 1 && u.status == ILAB_UNSUPPORTED && u.message),
+               "sampling: backend not declared; generate() emitted %d event(s), %d ERROR (status %s, %s "
+               "message): want none, or one ERROR with UNSUPPORTED and a message", u.n, u.n_error,
+               ilab_status_name(u.status), u.message ? "a" : "no");
+    return CONF_PASS;
+}
+
 conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
 {
     const ilab_backend_api_t *a = env->api;
@@ -162,6 +200,9 @@ conf_result conf_err2_undeclared(conf_env *env, char *msg, size_t cap)
         ilab_sampling_t sampling = {.struct_size = sizeof sampling, .top_p = 1, .repetition_penalty = 1};
         req.sampling = &sampling;
         UNSUPPORTED(a->generate(env->be, &req, NULL, NULL), "generate()", generate);
+        if (!conf_member_absent(env, offsetof(ilab_backend_api_t, generate)) &&
+            undeclared_generate(env, msg, cap) != CONF_PASS)
+            return CONF_FAIL;
     }
     if (!m->cancel && m->sampling == ILAB_SAMPLING_BACKEND) {
         capname = "cancel";

@@ -3,60 +3,15 @@
  * threads are counted around each kind of operation; the validation layer
  * checks every call on the way (handles, lengths, capacity back to the
  * instance's first figure, no last_error across instances). */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "resources.h"
 #include "suites.h"
 
 void conf_engine_release(conf_env *env); /* generate.c */
 
-typedef struct resources {
-    size_t heap;
-    int fds, threads;
-} resources;
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
-}
-
-static int count_threads(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    int n = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "Threads:", 8) == 0)
-            n = atoi(line + 8);
-    fclose(f);
-    return n;
-}
-
-static resources measure(void)
-{
-    resources r = {conf_heap_bytes(), count_fds(), count_threads()};
-    return r;
-}
-
-static bool same_resources(resources a, resources b, const char *what, char *msg, size_t cap)
-{
-    CONF_CHECK_BOOL(a.heap == b.heap && a.fds == b.fds && a.threads == b.threads,
-                    "%s: live heap %zu -> %zu bytes, file descriptors %d -> %d, threads %d -> %d", what,
-                    a.heap, b.heap, a.fds, b.fds, a.threads, b.threads);
-    return true;
-}
 
 /* ---- handles past 2^16 ------------------------------------------------------ */
 
@@ -84,10 +39,10 @@ conf_result conf_life_handle_cycles(conf_env *env, char *msg, size_t cap)
         conf_fail_status(env, st, "seq_create()", msg, cap);
         goto out;
     }
-    resources before = {0};
+    conf_resources before = {0};
     for (size_t i = 0; i < CYCLES; i++) {
         if (i == 1)
-            before = measure(); /* after one cycle with an eval: lazy set-up is done */
+            before = conf_resources_now(); /* after one cycle with an eval: lazy set-up is done */
         ilab_seq_t s = 0;
         st = env->api->seq_create(env->be, &s);
         if (st != ILAB_OK) {
@@ -123,7 +78,7 @@ conf_result conf_life_handle_cycles(conf_env *env, char *msg, size_t cap)
                      (unsigned long long)seen[i], CYCLES);
             goto out;
         }
-    if (!same_resources(before, measure(), "70000 create/free cycles", msg, cap))
+    if (!conf_resources_same(before, conf_resources_now(), "70000 create/free cycles", msg, cap))
         goto out;
     r = CONF_PASS;
     CONF_MSG("%d create/free cycles: every handle new, stale ones refused, no resource kept", CYCLES);
@@ -336,12 +291,12 @@ conf_result conf_life_refusals(conf_env *env, char *msg, size_t cap)
             CONF_MSG("%s was not refused with the status its clause names", kinds[k].name);
             goto out;
         }
-        resources before = measure();
+        conf_resources before = conf_resources_now();
         for (int i = 0; i < 20; i++)
             kinds[k].fn(env, s, 8);
         char what[128];
         snprintf(what, sizeof what, "20 refused calls of %s", kinds[k].name);
-        if (!same_resources(before, measure(), what, msg, cap))
+        if (!conf_resources_same(before, conf_resources_now(), what, msg, cap))
             goto out;
         int32_t len = -1;
         env->api->seq_length(env->be, s, &len);
@@ -368,7 +323,7 @@ conf_result conf_life_random_programs(conf_env *env, char *msg, size_t cap)
     conf_engine_release(env);
     enum { OPS = 160, SEQS = 6 };
     uint64_t rng = env->opt->seed ^ 0x11fe;
-    resources first = {0}, after = {0};
+    conf_resources first = {0}, after = {0};
     for (int round = 0; round < 3; round++) {
         uint64_t prog = rng; /* every round runs the same program */
         ilab_backend_t *b = NULL;
@@ -440,11 +395,11 @@ conf_result conf_life_random_programs(conf_env *env, char *msg, size_t cap)
         /* round 0 warms up; rounds 1 and 2 ran the same program from the
          * same state and must end on the same resources */
         if (round == 1)
-            first = measure();
+            first = conf_resources_now();
         if (round == 2)
-            after = measure();
+            after = conf_resources_now();
     }
-    if (!same_resources(first, after, "a random program over two instances, run again", msg, cap))
+    if (!conf_resources_same(first, after, "a random program over two instances, run again", msg, cap))
         return CONF_FAIL;
     CONF_MSG("a %d-op program over two instances that come and go, three times: same resources", OPS);
     return CONF_PASS;

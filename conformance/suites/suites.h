@@ -124,6 +124,7 @@ conf_result conf_cfg_prb2(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_dif1(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_abi7(conf_env *env, char *msg, size_t cap);
 /* first_failure.c: each refusal as the first failure of a fresh instance */
 conf_result conf_log1_random_null_rows(conf_env *env, char *msg, size_t cap);
 conf_result conf_ff_err1(conf_env *env, char *msg, size_t cap);
@@ -154,6 +155,9 @@ conf_result conf_val_tok6(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_tok7(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_tok8(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_tok9(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok1(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok12(conf_env *env, char *msg, size_t cap);
+conf_result conf_val_tok13(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_log1(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_log4(conf_env *env, char *msg, size_t cap);
 conf_result conf_val_log6(conf_env *env, char *msg, size_t cap);

@@ -393,12 +393,33 @@ conf_result conf_tok6_pieces_args(conf_env *env, char *msg, size_t cap)
  * the output is text and needs room for a NUL (cap >= need + 1). */
 typedef ilab_status (*buffer_call_fn)(conf_env *env, const void *arg, void *buf, size_t cap, size_t *size);
 
-static bool sweep(conf_env *env, const char *name, buffer_call_fn call, const void *arg, const void *expect,
-                  size_t need, size_t unit, bool nul, char *msg, size_t cap)
+static bool sweep_pass(conf_env *env, const char *name, buffer_call_fn call, const void *arg, const void *other,
+                       const void *expect, size_t need, size_t unit, bool nul, char *msg, size_t cap);
+
+/* Twice: each capacity right after the last (a plugin's memo of its last
+ * input warm, as the host's size-query-then-fill makes it), then each
+ * right after a size query of `other`, another input of the same call (a
+ * memo cold): a plugin whose slow path differs from its memo's is seen. */
+static bool sweep(conf_env *env, const char *name, buffer_call_fn call, const void *arg, const void *other,
+                  const void *expect, size_t need, size_t unit, bool nul, char *msg, size_t cap)
+{
+    if (!sweep_pass(env, name, call, arg, NULL, expect, need, unit, nul, msg, cap))
+        return false;
+    if (!other)
+        return true;
+    char cold[160];
+    snprintf(cold, sizeof cold, "%s (each call after one on another input)", name);
+    return sweep_pass(env, cold, call, arg, other, expect, need, unit, nul, msg, cap);
+}
+
+static bool sweep_pass(conf_env *env, const char *name, buffer_call_fn call, const void *arg, const void *other,
+                       const void *expect, size_t need, size_t unit, bool nul, char *msg, size_t cap)
 {
     size_t max = need + 2, room = (max + GUARD) * unit;
     /* the size query: a NULL buffer with capacity 0 answers as capacity 0 */
-    size_t qsize = (size_t)-7;
+    size_t qsize = (size_t)-7, osize = 0;
+    if (other)
+        call(env, other, NULL, 0, &osize);
     ilab_status qst = call(env, arg, NULL, 0, &qsize);
     bool q_fits = nul ? false : need == 0;
     if (qst != (q_fits ? ILAB_OK : ILAB_BUFFER_TOO_SMALL) || qsize != need) {
@@ -411,6 +432,8 @@ static bool sweep(conf_env *env, const char *name, buffer_call_fn call, const vo
     for (size_t c = 0; c <= need + 1; c++) {
         memset(buf, CANARY, room);
         size_t size = (size_t)-7;
+        if (other)
+            call(env, other, NULL, 0, &osize);
         ilab_status st = call(env, arg, buf, c, &size);
         bool fits = nul ? c >= need + 1 : c >= need;
         if (!fits) {
@@ -507,10 +530,14 @@ conf_result conf_tok7_sweep(conf_env *env, char *msg, size_t cap)
         char *text = conf_detokenize(env, t, n, &len, msg, cap);
         char name[128];
         snprintf(name, sizeof name, "tokenize(\"%s\")", ta.s);
-        bool ok = text && sweep(env, name, call_tokenize, &ta, t, n, sizeof(int32_t), false, msg, cap);
+        /* the other input: the next text, and its first id alone */
+        const char *next = inputs[(k + 1) % (sizeof inputs / sizeof inputs[0])];
+        text_arg other_text = {next, strlen(next)};
+        ids_arg other_ids = {t, n > 1 ? 1 : 0};
+        bool ok = text && sweep(env, name, call_tokenize, &ta, &other_text, t, n, sizeof(int32_t), false, msg, cap);
         ids_arg ia = {t, n};
         snprintf(name, sizeof name, "detokenize(%zu ids of \"%s\")", n, ta.s);
-        ok = ok && sweep(env, name, call_detokenize, &ia, text, len, 1, true, msg, cap);
+        ok = ok && sweep(env, name, call_detokenize, &ia, &other_ids, text, len, 1, true, msg, cap);
         for (size_t i = 0; ok && i < n; i++) {
             piece_arg pa = {i ? t[i - 1] : -1, t[i]};
             char piece[128];
@@ -522,7 +549,7 @@ conf_result conf_tok7_sweep(conf_env *env, char *msg, size_t cap)
                 break;
             }
             snprintf(name, sizeof name, "token_piece(%d, %d)", pa.prev, pa.token);
-            ok = sweep(env, name, call_piece, &pa, piece, plen, 1, true, msg, cap);
+            ok = sweep(env, name, call_piece, &pa, NULL, piece, plen, 1, true, msg, cap);
         }
         free(text);
         free(t);
@@ -539,12 +566,12 @@ conf_result conf_tok7_sweep(conf_env *env, char *msg, size_t cap)
             ia = (ids_arg){&specials[k], 1};
         char name[64];
         snprintf(name, sizeof name, "detokenize(%s)", k == 0 ? "[BOS]" : k == 1 ? "[EOS]" : "no ids");
-        if (!sweep(env, name, call_detokenize, &ia, "", 0, 1, true, msg, cap))
+        if (!sweep(env, name, call_detokenize, &ia, NULL, "", 0, 1, true, msg, cap))
             return CONF_FAIL;
         if (k < 2) {
             piece_arg pa = {-1, specials[k]};
             snprintf(name, sizeof name, "token_piece(-1, %s)", k == 0 ? "BOS" : "EOS");
-            if (!sweep(env, name, call_piece, &pa, "", 0, 1, true, msg, cap))
+            if (!sweep(env, name, call_piece, &pa, NULL, "", 0, 1, true, msg, cap))
                 return CONF_FAIL;
         }
     }

@@ -224,10 +224,13 @@ static conf_result tok6_eval_ids(conf_env *env, const int32_t *bad, int n_bad, c
 conf_result conf_tok6_out_of_range(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->tokenizer, "tokenizer");
-    int32_t bad[3] = {env->info.vocab_size, -5, INT32_MAX};
+    /* both ends of the id domain: -1 is token_piece's "no previous token",
+     * never an id, and a plugin that copies that rule accepts it */
+    int32_t bad[] = {env->info.vocab_size, env->info.vocab_size + 1, -1, -2, -5, INT32_MAX, INT32_MIN};
+    enum { N_BAD = sizeof bad / sizeof bad[0] };
     char buf[256], e[256];
     size_t len;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_BAD; i++) {
         ilab_status st = env->api->detokenize(env->be, &bad[i], 1, buf, sizeof buf, &len);
         CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "detokenize([%d]) returned %s, want INVALID_ARGUMENT",
                    bad[i], ilab_status_name(st));
@@ -236,7 +239,7 @@ conf_result conf_tok6_out_of_range(conf_env *env, char *msg, size_t cap)
         CONF_CHECK(st == ILAB_INVALID_ARGUMENT, "token_piece(-1, %d) returned %s, want INVALID_ARGUMENT",
                    bad[i], ilab_status_name(st));
     }
-    return tok6_eval_ids(env, bad, 3, msg, cap);
+    return tok6_eval_ids(env, bad, N_BAD, msg, cap);
 }
 
 conf_result conf_tok7_buffer(conf_env *env, char *msg, size_t cap)
