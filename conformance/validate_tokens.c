@@ -6,6 +6,7 @@
  * the end-of-generation ids are in range, once each, EOS first (TOK-12), and
  * the chat template has no NUL inside (TOK-13). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "validate_internal.h"
@@ -106,11 +107,32 @@ static void tokens_ok(const ilab_backend_t *be, const int32_t *t, size_t n, uint
         val_violation("TOK-8", "tokenize", "ADD_EOS did not put EOS %d last", (int)w.eos);
 }
 
+/* The text a plugin sees: its `len` bytes, then the same bytes again and an
+ * 'x' before any NUL. A text is (pointer, length), never a C string: a
+ * plugin that reads past `len` (strlen, an unbounded compare) then reads
+ * plausible text, and tokenizes differently from what the test expects. */
+static char *unterminated(const char *text, size_t len)
+{
+    if (!text || len > VAL_SHADOW_MAX / 2)
+        return NULL;
+    char *t = malloc(2 * len + 2);
+    if (!t)
+        return NULL;
+    memcpy(t, text, len);
+    memcpy(t + len, text, len);
+    t[2 * len] = 'x';
+    t[2 * len + 1] = '\0';
+    return t;
+}
+
 static ilab_status w_tokenize(ilab_backend_t *be, const char *text, size_t len, uint32_t flags,
                               int32_t *tokens, size_t cap, size_t *n_tokens)
 {
     val_call c;
     val_enter(&c, "tokenize", be);
+    char *own = unterminated(text, len);
+    if (own)
+        text = own;
     val_buf b;
     bool shadow = tokens && cap <= VAL_SHADOW_MAX / 4 && val_buf_open(&b, cap * 4);
     size_t local = SENTINEL;
@@ -149,6 +171,7 @@ static ilab_status w_tokenize(ilab_backend_t *be, const char *text, size_t len, 
             val_buf_close(&e);
         }
     }
+    free(own);
     val_leave(&c, st);
     return st;
 }

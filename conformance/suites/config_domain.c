@@ -52,7 +52,7 @@ typedef struct cfg_case {
     bool slow;
 } cfg_case;
 
-enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, C_DIF1, C_ABI7, N_CLAUSES };
+enum { C_PRB1, C_PRB2, C_PRB3, C_ERR5, C_DIF1, C_ABI7, C_TOK2, N_CLAUSES };
 
 typedef struct sweep {
     bool done;
@@ -231,9 +231,34 @@ static void reason_capacities(conf_env *env, sweep *s, const cfg_case *c)
     }
 }
 
+/* TOK-2 under this configuration: the code points at the edges of UTF-8's
+ * lengths and ranges each round-trip (a configuration may switch a
+ * tokenizer's path, as byte fallback does). */
+static void round_trips(conf_env *env, sweep *s, ilab_backend_t *b, const char *w)
+{
+    static const char *const edges[] = {
+        "\x00", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
+        "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf3\xbf\xbf\xbf", "\xf4\x8f\x80\x80", "\xf4\x8f\xbf\xbf",
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && !s->fail[C_TOK2][0]; i++) {
+        size_t len = i == 0 ? 1 : strlen(edges[i]), n = 0, back = 0;
+        int32_t ids[64];
+        char text[64];
+        ilab_status st = env->api->tokenize(b, edges[i], len, 0, ids, 64, &n);
+        if (st == ILAB_OK)
+            st = env->api->detokenize(b, ids, n, text, sizeof text, &back);
+        if (st != ILAB_OK || back != len || memcmp(text, edges[i], len) != 0)
+            note(s, C_TOK2, "with %s, the code point of UTF-8 bytes %02x%02x%02x%02x (%zu bytes) %s", w,
+                 (unsigned char)edges[i][0], len > 1 ? (unsigned char)edges[i][1] : 0,
+                 len > 2 ? (unsigned char)edges[i][2] : 0, len > 3 ? (unsigned char)edges[i][3] : 0, len,
+                 st != ILAB_OK ? ilab_status_name(st) : "does not come back from detokenize(tokenize())");
+    }
+}
+
 /* Under this configuration, model_info() and cache_stats() through the
- * validation layer, which checks them (TOK-1, CCH-10) and reports there. */
-static void instance_answers(conf_env *env, ilab_backend_t *b)
+ * validation layer, which checks them (TOK-1, CCH-10) and reports there,
+ * and TOK-2's round trip at the edges of UTF-8. */
+static void instance_answers(conf_env *env, sweep *s, ilab_backend_t *b, const char *w)
 {
     ilab_model_info_t info = {.struct_size = sizeof info};
     env->api->model_info(b, &info);
@@ -241,6 +266,8 @@ static void instance_answers(conf_env *env, ilab_backend_t *b)
         ilab_cache_stats_t stats = {.struct_size = sizeof stats};
         env->api->cache_stats(b, &stats);
     }
+    if (env->m->tokenizer)
+        round_trips(env, s, b, w);
 }
 
 /* ABI-7 under this configuration: a second create()/destroy() leaves the
@@ -287,7 +314,7 @@ static void create_agrees(conf_env *env, sweep *s, cfg_case *c)
     if (cs == ILAB_OK) {
         if (b && b != untouched) {
             conf_digest_check(env, b, w, s->fail[C_DIF1], sizeof s->fail[C_DIF1]);
-            instance_answers(env, b);
+            instance_answers(env, s, b, w);
             env->api->destroy(b);
             no_leak(env, s, c, w);
         }
@@ -470,6 +497,8 @@ static conf_result report(conf_env *env, int clause, char *msg, size_t cap)
         CONF_MSG("%s", g_sweep.fail[clause]);
         return CONF_FAIL;
     }
+    if (clause == C_TOK2)
+        CONF_SKIP_UNLESS(env->m->tokenizer, "tokenizer");
     if (clause == C_DIF1) {
         CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
         if (conf_digest_pairs() == 0) {
@@ -491,3 +520,4 @@ conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap) { return report(
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap) { return report(env, C_ERR5, msg, cap); }
 conf_result conf_cfg_dif1(conf_env *env, char *msg, size_t cap) { return report(env, C_DIF1, msg, cap); }
 conf_result conf_cfg_abi7(conf_env *env, char *msg, size_t cap) { return report(env, C_ABI7, msg, cap); }
+conf_result conf_cfg_tok2(conf_env *env, char *msg, size_t cap) { return report(env, C_TOK2, msg, cap); }

@@ -125,6 +125,7 @@ conf_result conf_cfg_prb3(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_err5(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_dif1(conf_env *env, char *msg, size_t cap);
 conf_result conf_cfg_abi7(conf_env *env, char *msg, size_t cap);
+conf_result conf_cfg_tok2(conf_env *env, char *msg, size_t cap);
 /* first_failure.c: each refusal as the first failure of a fresh instance */
 conf_result conf_log1_random_null_rows(conf_env *env, char *msg, size_t cap);
 conf_result conf_ff_err1(conf_env *env, char *msg, size_t cap);

@@ -34,6 +34,7 @@ static const conf_test tests[] = {
     T("config.ERR-5.every_configuration", "ERR-5", CONF_NEED_PROBE, conf_cfg_err5),
     T("config.DIF-1.same_digest_same_model", "DIF-1", CONF_NEED_PROBE, conf_cfg_dif1),
     T("config.ABI-7.no_leak_per_configuration", "ABI-7", CONF_NEED_PROBE, conf_cfg_abi7),
+    T("config.TOK-2.round_trip_per_configuration", "TOK-2", CONF_NEED_PROBE, conf_cfg_tok2),
     T("abi.ABI-3.host_table_sizes", "ABI-3", CONF_NEED_PROBE, conf_abi3_host_table_sizes),
     T("abi.ABI-3.model_info_every_size", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_model_info_sizes),
     T("abi.ABI-3.batch_item_sizes", "ABI-3", CONF_NEED_INSTANCE, conf_abi3_item_sizes),
