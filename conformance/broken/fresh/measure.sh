@@ -1,11 +1,12 @@
 #!/bin/bash
-# measure.sh HARNESS OUT.md: first-try catch rate of set D.
+# measure.sh SET HARNESS OUT.md: the catch rate of a held-out set built by
+# its own Makefile (d, e: `make -C SET`), one harness run per variant.
 # own clause: the harness fails a test of one of the variant's own clauses
 # (--include); any: the full harness fails (run only when the own-clause run
 # passed).
-H=$1; OUT=$2; HERE=$(cd "$(dirname "$0")" && pwd); D=$HERE/build
+HERE=$(cd "$(dirname "$0")/$1" && pwd); H=$2; OUT=$3; D=$HERE/build
 {
-echo "# set D, first try ($(date -u +%F' '%H:%M) UTC)"; echo
+echo "# set $(basename "$HERE"), $(date -u +%F' '%H:%M) UTC"; echo
 echo '## base, full harness'; echo '```'
 "$H" --timeout 120 "$D/base.so" 2>&1 | grep -E '^  (FAIL|CRASH|TIMEOUT|ERROR)|passed|failed' | head -20
 echo '```'; echo
