@@ -407,7 +407,7 @@ static bool sweep(conf_env *env, const char *name, buffer_call_fn call, const vo
         return false;
     if (!other)
         return true;
-    char cold[160];
+    char cold[200];
     snprintf(cold, sizeof cold, "%s (each call after one on another input)", name);
     return sweep_pass(env, cold, call, arg, other, expect, need, unit, nul, msg, cap);
 }
