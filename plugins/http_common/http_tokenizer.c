@@ -74,12 +74,8 @@ ilab_status http_tokenize(ilab_backend_t *b, const char *text, size_t len, uint3
         return http_fail(b, ILAB_IO, "%s: /tokenize answered without a 'tokens' array", plugin);
     }
     size_t n = json_array_size(ids), need = n + ((flags & ILAB_TOKENIZE_ADD_EOS) ? 1 : 0);
-    *n_tokens = need;
-    if (need > cap) {
-        json_decref(ans);
-        return http_fail(b, ILAB_BUFFER_TOO_SMALL, "%s: tokenize: %zu tokens need room, %zu given",
-                         plugin, need, cap);
-    }
+    /* every id checked before anything is written: a failed call writes
+     * neither the count nor the buffer (TOK-7) */
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(ids, i);
         json_int_t id = json_integer_value(v);
@@ -88,8 +84,15 @@ ilab_status http_tokenize(ilab_backend_t *b, const char *text, size_t len, uint3
             return http_fail(b, ILAB_IO, "%s: /tokenize answered tokens[%zu] = %lld, not an id in [0, %d)",
                              plugin, i, (long long)id, b->model.vocab_size);
         }
-        tokens[i] = (int32_t)id;
     }
+    *n_tokens = need;
+    if (need > cap) {
+        json_decref(ans);
+        return http_fail(b, ILAB_BUFFER_TOO_SMALL, "%s: tokenize: %zu tokens need room, %zu given",
+                         plugin, need, cap);
+    }
+    for (size_t i = 0; i < n; i++)
+        tokens[i] = (int32_t)json_integer_value(json_array_get(ids, i));
     if (flags & ILAB_TOKENIZE_ADD_EOS)
         tokens[n] = b->eos_id;
     json_decref(ans);
