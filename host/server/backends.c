@@ -9,6 +9,8 @@
  * inspection from inheriting the dynamic loader's lock held. ADR 0015. */
 #include "server_internal.h"
 
+#include "backend_desk.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 
 static void version_free(ilab_served *v)
 {
+    ilab_desk_stop(v->desk); /* idle: each job holds a reference on `v` */
     ilab_token_text_free(&v->vocab);
     if (v->be.release)
         v->be.release(v->be.owner);
@@ -86,6 +89,8 @@ static ilab_served *version_new(ilab_server *s, const ilab_server_backend *be, c
         free(v);
         return NULL;
     }
+    /* Without a thread for it, its requests' calls run on the HTTP threads. */
+    v->desk = ilab_desk_start();
     return v;
 }
 

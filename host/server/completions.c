@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_desk.h"
 #include "chat_setup.h"
 #include "openai_response.h"
 #include "sglang_request.h"
@@ -564,11 +565,6 @@ static enum MHD_Result whole_continue(ilab_server *s, struct MHD_Connection *c, 
     }
 }
 
-static void whole_release(void *ctx)
-{
-    generation_free(ctx);
-}
-
 /* --- streaming ------------------------------------------------------------ */
 
 static bool out_append(ilab_generation *g, const char *data, size_t len)
@@ -747,6 +743,90 @@ static enum MHD_Result respond_stream(ilab_generation *g)
     return ret;
 }
 
+/* --- setting a request up: on the backend's desk ---------------------------- */
+
+/* A parsed request on its way to the engine. Its backend calls (the chat
+ * prompt's tokenize, the engine's submit, which tokenizes a text prompt)
+ * run on the backend's desk, never on an HTTP thread (backend_desk.h). */
+typedef struct setup {
+    ilab_server *s;
+    struct MHD_Connection *c;
+    ilab_conn *k;             /* the connection monitor's record */
+    ilab_api_kind kind;
+    bool health_only;
+    ilab_api_request r;       /* owned until submitted */
+    ilab_served *v;           /* a reference, until submitted */
+    ilab_generation *g;       /* submitted; handed on to a streamed response */
+    ilab_api_error e;         /* why not, when `g` is NULL */
+} setup;
+
+/* A backend that forks its cache gets choices 1..n-1 after choice 0's first
+ * event, from the HTTP side (submit_rest): their prompt goes in as the ids
+ * tokenized here, so that no later submit calls the backend. A prompt that
+ * fails to tokenize stays text, for the engine to report. */
+static void tokenize_for_later_choices(setup *t)
+{
+    const ilab_manifest *m = ilab_plugin_manifest(t->v->be.plugin);
+    if (!t->r.prompt || t->r.n <= 1 || !(m->cache_fork && m->cache_truncate))
+        return;
+    char err[256];
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (ilab_engine_tokenize(t->v->be.engine, t->r.prompt, strlen(t->r.prompt),
+                             ILAB_TOKENIZE_ADD_BOS, err, sizeof err, &ids, &n) != ILAB_OK ||
+        n == 0) {
+        free(ids);
+        return;
+    }
+    free(t->r.prompt);
+    t->r.prompt = NULL;
+    t->r.prompt_tokens = ids;
+    t->r.n_prompt_tokens = n;
+}
+
+/* Desk thread. */
+static void setup_work(void *ctx)
+{
+    setup *t = ctx;
+    if (atomic_load(&t->s->cancelling)) {
+        ilab_api_fail(&t->e, 503, NULL, "the server is shutting down");
+        return;
+    }
+    if (!check_request(t->v, &t->r, &t->e) ||
+        (t->kind == ILAB_API_CHAT && !ilab_chat_prompt(t->v, &t->r, &t->e)))
+        return;
+    tokenize_for_later_choices(t);
+    ilab_served *v = t->v;
+    t->v = NULL;
+    t->g = submit(t->s, v, t->c, &t->r, t->k, &t->e); /* takes r and v */
+    if (t->g)
+        t->g->health_only = t->health_only;
+}
+
+/* HTTP side, once the desk is done and after each later resume. */
+static enum MHD_Result setup_answer(ilab_server *s, struct MHD_Connection *c, void *ctx)
+{
+    setup *t = ctx;
+    if (!t->g)
+        return ilab_server_send_error(s, c, &t->e);
+    if (t->g->stream) {
+        ilab_generation *g = t->g;
+        t->g = NULL; /* the response owns it from here */
+        return respond_stream(g);
+    }
+    return whole_continue(s, c, t->g);
+}
+
+static void setup_release(void *ctx)
+{
+    setup *t = ctx;
+    if (t->g)
+        generation_free(t->g);
+    ilab_served_release(t->v);
+    ilab_api_request_free(&t->r);
+    free(t);
+}
+
 static enum MHD_Result generate(ilab_server *s, struct MHD_Connection *c, ilab_api_kind kind,
                                 const ilab_http_request *hr, const char *body, size_t body_len,
                                 bool health_only)
@@ -756,27 +836,26 @@ static enum MHD_Result generate(ilab_server *s, struct MHD_Connection *c, ilab_a
         ilab_api_fail(&e, 503, NULL, "the server is shutting down");
         return ilab_server_send_error(s, c, &e);
     }
-    ilab_api_request r;
-    bool parsed = kind == ILAB_API_SGLANG ? ilab_sglang_request_parse(body, body_len, &r, &e)
-                                          : ilab_api_request_parse(kind, body, body_len, &r, &e);
-    if (!parsed)
+    setup *t = calloc(1, sizeof *t);
+    if (!t) {
+        ilab_api_fail(&e, 500, NULL, "out of memory");
         return ilab_server_send_error(s, c, &e);
+    }
+    bool parsed = kind == ILAB_API_SGLANG ? ilab_sglang_request_parse(body, body_len, &t->r, &e)
+                                          : ilab_api_request_parse(kind, body, body_len, &t->r, &e);
     /* The request's model picks the backend, and the version it runs on
      * stays loaded until its response ends (a reload retires it). */
-    ilab_served *v = ilab_server_acquire(s, r.model, &e);
-    ilab_generation *g = NULL;
-    if (v && check_request(v, &r, &e) && (kind != ILAB_API_CHAT || ilab_chat_prompt(v, &r, &e)))
-        g = submit(s, v, c, &r, ilab_http_request_conn(hr), &e); /* takes r and v */
-    else
-        ilab_served_release(v);
-    ilab_api_request_free(&r);
-    if (!g)
+    t->v = parsed ? ilab_server_acquire(s, t->r.model, &e) : NULL;
+    if (!t->v) {
+        setup_release(t);
         return ilab_server_send_error(s, c, &e);
-    g->health_only = health_only;
-    if (g->stream)
-        return respond_stream(g);
-    ilab_http_request_defer(hr, whole_continue, whole_release, g);
-    return whole_continue(s, c, g);
+    }
+    t->s = s;
+    t->c = c;
+    t->k = ilab_http_request_conn(hr);
+    t->kind = kind;
+    t->health_only = health_only;
+    return ilab_desk_defer(s, c, hr, t->v->desk, setup_work, setup_answer, setup_release, t);
 }
 
 enum MHD_Result ilab_handle_completions(ilab_server *s, struct MHD_Connection *c,

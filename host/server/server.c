@@ -547,11 +547,11 @@ static bool wait_idle(ilab_server *s, double seconds)
         deadline.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&s->stats_mu);
-    while (s->active_generations > 0 || s->inflight > 0) {
+    while (s->active_generations > 0 || s->inflight > 0 || s->desk_requests > 0) {
         if (pthread_cond_timedwait(&s->stats_cond, &s->stats_mu, &deadline))
             break;
     }
-    bool idle = s->active_generations == 0 && s->inflight == 0;
+    bool idle = s->active_generations == 0 && s->inflight == 0 && s->desk_requests == 0;
     pthread_mutex_unlock(&s->stats_mu);
     return idle;
 }

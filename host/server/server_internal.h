@@ -45,6 +45,7 @@ typedef struct ilab_served {
     time_t loaded;
     int refs;                    /* requests running on it, plus 1 while current */
     bool retired;                /* replaced or removed: no new requests */
+    struct ilab_desk *desk;      /* makes its requests' backend calls (backend_desk.h) */
     struct ilab_served *next_dead; /* the dead list */
 } ilab_served;
 
@@ -93,6 +94,8 @@ struct ilab_server {
     pthread_cond_t stats_cond;   /* signalled when a generation ends */
     int active_generations;      /* connection-side: responses being produced */
     int inflight;                /* engine-side: submitted, no terminal event yet */
+    int desk_requests;           /* requests set up on a backend's desk, not yet
+                                    ended (backend_desk.c) */
     unsigned long long requests_by_code[ILAB_SERVER_N_CODES + 1];
     unsigned long long finished_by_reason[5]; /* ilab_finish_reason */
     unsigned long long errors;   /* ERROR events */

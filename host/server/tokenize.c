@@ -1,6 +1,7 @@
 /* POST /tokenize and POST /detokenize (vLLM's shapes): the backend's
  * tokenizer, called through the engine so that it never overlaps the
- * scheduler's backend calls. */
+ * scheduler's backend calls, and on the backend's desk so that no HTTP
+ * thread waits for it. */
 #include "server_internal.h"
 
 #include <jansson.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_desk.h"
 #include "openai_response.h"
 
 /* Check the body's keys against `allowed`; 400 naming the first stranger. */
@@ -53,50 +55,95 @@ static ilab_served *acquire(ilab_server *s, json_t *root, ilab_api_error *e)
     return ilab_server_acquire(s, json_string_value(model), e);
 }
 
-/* What one endpoint does with its body once the version is acquired; the
- * caller keeps `root` and the version. */
-typedef enum MHD_Result (*small_request_fn)(ilab_server *s, struct MHD_Connection *c,
-                                            ilab_served *v, json_t *root);
+/* One call of either endpoint: the body, the version its "model" names,
+ * and the answer its work (on the backend's desk) leaves for the HTTP side. */
+typedef struct small_call small_call;
+typedef void (*small_work_fn)(small_call *k);
+struct small_call {
+    json_t *root;
+    ilab_served *v;           /* a reference */
+    small_work_fn run;
+    bool failed;              /* answer `e` */
+    ilab_api_error e;
+    json_t *out;              /* else the 200's body (NULL: out of memory) */
+};
 
-/* Both endpoints: the body checked against `allowed`, the version its
- * "model" names held while `run` answers. */
+static void fail(small_call *k, const ilab_api_error *e)
+{
+    k->failed = true;
+    k->e = *e;
+}
+
+static void small_work(void *ctx)
+{
+    small_call *k = ctx;
+    k->run(k);
+}
+
+static enum MHD_Result small_answer(ilab_server *s, struct MHD_Connection *c, void *ctx)
+{
+    small_call *k = ctx;
+    if (k->failed)
+        return ilab_server_send_error(s, c, &k->e);
+    json_t *out = k->out;
+    k->out = NULL;
+    return ilab_server_send_json(s, c, 200, out);
+}
+
+static void small_release(void *ctx)
+{
+    small_call *k = ctx;
+    json_decref(k->out);
+    json_decref(k->root);
+    ilab_served_release(k->v);
+    free(k);
+}
+
+/* Both endpoints: the body checked against `allowed`, then `run` on the
+ * desk of the version its "model" names (backend_desk.h). */
 static enum MHD_Result handle_small_request(ilab_server *s, struct MHD_Connection *c,
                                             const ilab_http_request *req,
-                                            const char *const *allowed, small_request_fn run)
+                                            const char *const *allowed, small_work_fn run)
 {
     ilab_api_error e;
     json_t *root = parse_small_body(req->body, req->body_len, allowed, &e);
     if (!root)
         return ilab_server_send_error(s, c, &e);
     ilab_served *v = acquire(s, root, &e);
-    if (!v) {
+    small_call *k = v ? calloc(1, sizeof *k) : NULL;
+    if (!k) {
+        if (v)
+            ilab_api_fail(&e, 500, NULL, "out of memory");
+        ilab_served_release(v);
         json_decref(root);
         return ilab_server_send_error(s, c, &e);
     }
-    enum MHD_Result ret = run(s, c, v, root);
-    ilab_served_release(v);
-    json_decref(root);
-    return ret;
+    *k = (small_call){.root = root, .v = v, .run = run};
+    return ilab_desk_defer(s, c, req, v->desk, small_work, small_answer, small_release, k);
 }
 
-static enum MHD_Result tokenize(ilab_server *s, struct MHD_Connection *c, ilab_served *v,
-                                json_t *root)
+static void tokenize(small_call *k)
 {
+    ilab_served *v = k->v;
+    json_t *root = k->root;
     ilab_api_error e;
     json_t *prompt = json_object_get(root, "prompt");
     json_t *special = json_object_get(root, "add_special_tokens");
     json_t *strs = json_object_get(root, "return_token_strs");
     if (strs && !json_is_boolean(strs) && !json_is_null(strs)) {
         ilab_api_fail(&e, 400, "return_token_strs", "'return_token_strs' must be a boolean");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     if (!json_is_string(prompt)) {
         ilab_api_fail(&e, 400, "prompt", "'prompt' must be a string");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     if (special && !json_is_boolean(special) && !json_is_null(special)) {
         ilab_api_fail(&e, 400, "add_special_tokens", "'add_special_tokens' must be a boolean");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     /* Like vLLM: special tokens (BOS) are added unless asked not to. */
     uint32_t flags = (!special || json_is_null(special) || json_is_true(special))
@@ -113,7 +160,8 @@ static enum MHD_Result tokenize(ilab_server *s, struct MHD_Connection *c, ilab_s
         free(ids);
         ilab_api_error_from_status(&e, st, msg);
         snprintf(e.param, sizeof e.param, "prompt");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     json_t *tokens = json_array(), *pieces = json_is_true(strs) ? json_array() : NULL;
     for (size_t i = 0; i < n; i++) {
@@ -128,22 +176,24 @@ static enum MHD_Result tokenize(ilab_server *s, struct MHD_Connection *c, ilab_s
                             "max_model_len", v->info.max_context);
     if (pieces)
         json_object_set_new(out, "token_strs", pieces);
-    return ilab_server_send_json(s, c, 200, out);
+    k->out = out;
 }
 
-static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab_served *v,
-                                  json_t *root)
+static void detokenize(small_call *k)
 {
+    ilab_served *v = k->v;
+    json_t *root = k->root;
     ilab_api_error e;
     json_t *tokens = json_object_get(root, "tokens");
     if (!json_is_array(tokens)) {
         ilab_api_fail(&e, 400, "tokens", "'tokens' must be an array of token ids");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     size_t n = json_array_size(tokens);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids)
-        return ilab_server_send(s, c, 500, "application/json", NULL);
+        return; /* k->out NULL: out of memory, a 500 */
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(tokens, i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 ||
@@ -151,7 +201,8 @@ static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab
             free(ids);
             ilab_api_fail(&e, 400, "tokens",
                           "'tokens[%zu]' must be a token id in [0, %d)", i, v->info.vocab_size);
-            return ilab_server_send_error(s, c, &e);
+            fail(k, &e);
+            return;
         }
         ids[i] = (int32_t)json_integer_value(t);
     }
@@ -165,7 +216,8 @@ static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab
         free(text);
         ilab_api_error_from_status(&e, st, msg);
         snprintf(e.param, sizeof e.param, "tokens");
-        return ilab_server_send_error(s, c, &e);
+        fail(k, &e);
+        return;
     }
     /* Like vLLM (its tokenizer decodes with errors="replace"): bytes that are
      * not whole UTF-8 code points — a byte-fallback token alone, half a
@@ -173,7 +225,7 @@ static enum MHD_Result detokenize(ilab_server *s, struct MHD_Connection *c, ilab
     json_t *str = ilab_json_text(text, out_len);
     free(text);
     /* vLLM names the text "prompt", SGLang "text": both, for either client */
-    return ilab_server_send_json(s, c, 200, json_pack("{s:O, s:o}", "prompt", str, "text", str));
+    k->out = json_pack("{s:O, s:o}", "prompt", str, "text", str);
 }
 
 enum MHD_Result ilab_handle_tokenize(ilab_server *s, struct MHD_Connection *c,

@@ -151,6 +151,65 @@ static void hanging_backend(void **state)
     fault_beside_streams("hang", "did not answer within 2 s");
 }
 
+/* Requests to a hung backend wait for their backend, never for one of the
+ * server's HTTP threads (there are two): with three of them stuck, one in
+ * the hung eval and two behind it for their prompt's tokenize, /health and
+ * the other model still answer at once, long before the call deadline. */
+static void hung_backend_holds_no_http_thread(void **state)
+{
+    (void)state;
+    const char *args[] = {"--plugin-dir", PACED_PLUGIN_DIR, "--backend", "paced_backend",
+                          "--backend", "counting_backend", "--set", "counting_backend.fault=hang",
+                          "--set", "server.backend_call_timeout_seconds=25", "--set",
+                          "server.shutdown_grace_seconds=1", NULL};
+    test_server s;
+    assert_true(test_server_start(&s, args));
+    enum { N_HUNG = 3 };
+    stream_call hung[N_HUNG];
+    pthread_t threads[N_HUNG];
+    /* One at a time: a thread that waits on the backend would accept no
+     * more connections, so the next request would go to the other one. */
+    for (int i = 0; i < N_HUNG; i++) {
+        hung[i] = (stream_call){.s = &s, .body = "{\"model\": \"counting\", \"prompt\": "
+                                                 "\"hi\", \"max_tokens\": 4}"};
+        assert_int_equal(pthread_create(&threads[i], NULL, run_call, &hung[i]), 0);
+        if (i == 0) {
+            for (double end = now_s() + 20; now_s() < end; usleep(20000))
+                if (metric_value(&s, "inferlab:num_requests_running") >= 1)
+                    break;
+            assert_true(metric_value(&s, "inferlab:num_requests_running") >= 1);
+        } else {
+            usleep(300000); /* it reaches its prompt's tokenize */
+        }
+    }
+    double t0 = now_s();
+    http_reply h, ok;
+    assert_true(http_call(&s, "/health", NULL, &h));
+    assert_int_equal(h.status, 200);
+    http_reply_free(&h);
+    assert_true(http_call(&s, "/v1/completions",
+                          "{\"model\": \"paced-bigram\", \"prompt\": \"x\", \"max_tokens\": 4}",
+                          &ok));
+    assert_int_equal(ok.status, 200);
+    http_reply_free(&ok);
+    double took = now_s() - t0;
+    print_message("with %d requests on a hung backend: /health and a completion took %.2f s\n",
+                  N_HUNG, took);
+    if (took > 10.0)
+        fail_msg("/health and another model's completion took %.2f s beside a hung backend", took);
+    /* SIGTERM still ends everything in time; the stuck requests get answers. */
+    assert_int_equal(test_server_stop(&s), 0);
+    for (int i = 0; i < N_HUNG; i++) {
+        pthread_join(threads[i], NULL);
+        if (!hung[i].ok)
+            fail_msg("request %d to the hung backend got no answer", i);
+        if (hung[i].reply.status != 200 && !strstr(hung[i].reply.body, "\"error\""))
+            fail_msg("a request to the hung backend got %ld without a JSON error: %s",
+                     hung[i].reply.status, hung[i].reply.body);
+        http_reply_free(&hung[i].reply);
+    }
+}
+
 /* SIGTERM while a backend hangs: the server still exits within its grace
  * period and one second, taking the hung worker with it. */
 static void sigterm_with_a_hung_backend(void **state)
@@ -290,6 +349,7 @@ int main(void)
         cmocka_unit_test(aborting_backend),
         cmocka_unit_test(exiting_backend),
         cmocka_unit_test(hanging_backend),
+        cmocka_unit_test(hung_backend_holds_no_http_thread),
         cmocka_unit_test(sigterm_with_a_hung_backend),
         cmocka_unit_test(files_overwritten_under_load),
     };
