@@ -152,6 +152,67 @@ static void exit_codes(void **state)
     assert_non_null(strstr(err, "topk_max"));
 }
 
+/* Every numeric option of `run` at the ends of its domain and one step past
+ * them: accepted values run (exit 0), the rest exit 2 with a message that
+ * names the option or the sampling field. */
+static void run_numeric_options_at_their_bounds(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *option, *value;
+        int exit_code;
+        const char *names; /* in the message when refused */
+    } cases[] = {
+        {"--max-tokens", "1", 0, NULL},
+        {"--max-tokens", "0", 2, "--max-tokens"},
+        {"--max-tokens", "-1", 2, "--max-tokens"},
+        {"--max-tokens", "2147483648", 2, "--max-tokens"},
+        {"--max-tokens", "3x", 2, "--max-tokens"},
+        {"--seed", "0", 0, NULL},
+        {"--seed", "18446744073709551615", 0, NULL},
+        {"--seed", "18446744073709551616", 2, "--seed"},
+        {"--seed", "-1", 2, "--seed"},
+        {"--seed", "-18446744073709551615", 2, "--seed"},
+        {"--seed", "", 2, "--seed"},
+        {"--top-k", "0", 0, NULL},
+        {"--top-k", "2147483647", 0, NULL},
+        {"--top-k", "-1", 2, "--top-k"},
+        {"--top-k", "2147483648", 2, "--top-k"},
+        {"--logprobs", "0", 0, NULL},
+        {"--logprobs", "-1", 2, "--logprobs"},
+        {"--temperature", "0", 0, NULL},
+        {"--temperature", "-0.01", 2, "temperature"},
+        {"--temperature", "inf", 2, "--temperature"},
+        {"--temperature", "nan", 2, "--temperature"},
+        {"--top-p", "1", 0, NULL},
+        {"--top-p", "1e-7", 0, NULL},
+        {"--top-p", "1.01", 2, "top_p"},
+        {"--top-p", "-0.5", 2, "top_p"},
+        {"--min-p", "0", 0, NULL},
+        {"--min-p", "1", 0, NULL},
+        {"--min-p", "1.01", 2, "min_p"},
+        {"--min-p", "-0.01", 2, "min_p"},
+        {"--repeat-penalty", "1", 0, NULL},
+        {"--repeat-penalty", "0", 2, "repetition_penalty"},
+        {"--presence-penalty", "-2", 0, NULL},
+        {"--presence-penalty", "2", 0, NULL},
+        {"--presence-penalty", "2.01", 2, "presence_penalty"},
+        {"--frequency-penalty", "-2.01", 2, "frequency_penalty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], err[4096];
+        snprintf(args, sizeof args, "run --backend counting_backend --prompt x --max-tokens 2 "
+                 "%s '%s'", cases[i].option, cases[i].value);
+        int rc = inferlab(NULL, args, err, sizeof err);
+        if (rc != cases[i].exit_code)
+            fail_msg("%s '%s': exit %d, expected %d: %s", cases[i].option, cases[i].value, rc,
+                     cases[i].exit_code, err);
+        if (cases[i].names && !strstr(err, cases[i].names))
+            fail_msg("%s '%s': the message does not name %s: %s", cases[i].option,
+                     cases[i].value, cases[i].names, err);
+    }
+}
+
 static void unavailable_backend_exits_3_with_the_reason(void **state)
 {
     (void)state;
@@ -195,6 +256,7 @@ int main(void)
         cmocka_unit_test(run_reads_a_prompt_file),
         cmocka_unit_test(run_through_a_sampling_backend),
         cmocka_unit_test(exit_codes),
+        cmocka_unit_test(run_numeric_options_at_their_bounds),
         cmocka_unit_test(unavailable_backend_exits_3_with_the_reason),
         cmocka_unit_test(tokenize_and_detokenize),
     };
