@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,41 @@ static void test_element_count_cannot_wrap(void **state)
     free(f);
 }
 
+/* A tensor's n_dimensions at and one past each end of GGUF's 1..4: the
+ * parser takes 1 and 4 and refuses 0 and 5, naming the tensor. */
+static void test_tensor_rank_at_its_bounds(void **state)
+{
+    (void)state;
+    static const struct { uint32_t n_dims; bool ok; } cases[] = {
+        {0, false}, {1, true}, {2, true}, {4, true}, {5, false}, {UINT32_MAX, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tl_gguf_writer g;
+        tl_gw_init(&g);
+        uint64_t ne[5] = {4, 1, 1, 1, 1};
+        float data[4] = {1, 2, 3, 4};
+        uint32_t n = cases[i].n_dims;
+        tl_gw_tensor(&g, "t", n > 5 ? 0 : n, ne, 0, data, sizeof data);
+        unsigned char *f;
+        size_t size;
+        assert_int_equal(tl_gw_finish(&g, &f, &size), 0);
+        tl_gw_free(&g);
+        if (n > 5) { /* the count field says more than the file then holds */
+            size_t at = 24 + 8 + 1; /* key length, "t", then n_dimensions */
+            memcpy(f + at, &n, 4);
+        }
+        tl_gguf *parsed = NULL;
+        char err[512] = "";
+        ilab_status st = tl_gguf_parse(f, size, "rank.gguf", &parsed, err, sizeof err);
+        if (cases[i].ok ? st != ILAB_OK
+                        : st != ILAB_INVALID_ARGUMENT || !strstr(err, "n_dimensions") ||
+                              !strstr(err, "rank.gguf"))
+            fail_msg("n_dimensions %u: status %d, \"%s\"", n, (int)st, err);
+        tl_gguf_free(parsed);
+        free(f);
+    }
+}
+
 /* Found by fuzz/fuzz_gguf: a 2 KB file whose metadata says 2^20 layers of
  * 2^20 values made the loader reserve 8 TB for the norms before looking
  * for a single tensor (an out-of-memory abort under ASan). */
@@ -430,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_open_detects_format),
         cmocka_unit_test(test_element_count_cannot_wrap),
+        cmocka_unit_test(test_tensor_rank_at_its_bounds),
         cmocka_unit_test(test_metadata_cannot_size_allocations),
     };
     return cmocka_run_group_tests_name("torchlike GGUF", tests, NULL, NULL);
