@@ -10,6 +10,7 @@
 #include "server_internal.h"
 
 #include "backend_desk.h"
+#include "../isolation/proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,17 @@ void ilab_served_release(ilab_served *v)
         put_dead(s, v);
     }
     pthread_mutex_unlock(&s->backends_mu);
+}
+
+void ilab_served_error(const ilab_served *v, ilab_status st, const char *msg, ilab_api_error *e)
+{
+    ilab_api_error_from_status(e, st, msg);
+    if (st == ILAB_UNAVAILABLE && v &&
+        ilab_proxy_instance_dead(v->be.plugin, v->be.backend, NULL, 0)) {
+        e->http_status = 502;
+        e->retry_after = 0;
+        snprintf(e->type, sizeof e->type, "server_error");
+    }
 }
 
 ilab_status ilab_backends_init(ilab_server *s)

@@ -363,7 +363,7 @@ static bool submit_one(ilab_generation *g, uint32_t i, ilab_api_error *e)
                                         ilab_pending_choice(g->p, i), err, sizeof err, &id);
     g->n_submitted = i + 1;
     if (st != ILAB_OK) {
-        ilab_api_error_from_status(e, st, err);
+        ilab_served_error(g->v, st, err, e);
         pthread_mutex_lock(&s->stats_mu);
         s->inflight--;
         g->v->slot->inflight--;
@@ -505,7 +505,7 @@ static enum MHD_Result whole_respond(ilab_generation *g)
         return ilab_server_send_error(s, g->conn, &g->submit_error);
     if (g->error) {
         ilab_api_error e;
-        ilab_api_error_from_status(&e, g->error->status, g->error->message);
+        ilab_served_error(g->v, g->error->status, g->error->message, &e);
         return ilab_server_send_error(s, g->conn, &e);
     }
     if (g->health_only) /* SGLang answers a healthy /health_generate with 200, no body */
@@ -645,7 +645,7 @@ static bool format_event(ilab_generation *g, ilab_pending_event *ev)
     } else {
         /* Headers (200) are long gone: the error travels in the stream. */
         ilab_api_error e;
-        ilab_api_error_from_status(&e, ev->status, ev->message);
+        ilab_served_error(g->v, ev->status, ev->message, &e);
         char *body = ilab_api_error_json(&e);
         ok = body && out_append(g, "data: ", 6) && out_append(g, body, strlen(body)) &&
              out_append(g, "\n\n", 2);

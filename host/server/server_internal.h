@@ -140,6 +140,12 @@ void ilab_backends_destroy(ilab_server *s);
  * is named and there is no default. Any thread. */
 ilab_served *ilab_server_acquire(ilab_server *s, const char *model, ilab_api_error *e);
 void ilab_served_release(ilab_served *v);
+/* The HTTP error for status `st` (message `msg`) from `v`'s backend: the
+ * table's (api_error.c), except that an UNAVAILABLE from a backend whose
+ * worker process died (crashed, exited, or killed past its call deadline)
+ * is a 502 server_error: the gateway's backend failed, which no retry of
+ * the same request at once will mend (ADR 0020). Any thread. */
+void ilab_served_error(const ilab_served *v, ilab_status st, const char *msg, ilab_api_error *e);
 
 /* The listed slots, each with a reference on its current version (NULL
  * when not serving) and a copy of its state, for /health, /v1/models and

@@ -158,7 +158,7 @@ static void tokenize(small_call *k)
                                           &ids, &n);
     if (st != ILAB_OK) {
         free(ids);
-        ilab_api_error_from_status(&e, st, msg);
+        ilab_served_error(v, st, msg, &e);
         snprintf(e.param, sizeof e.param, "prompt");
         fail(k, &e);
         return;
@@ -214,7 +214,7 @@ static void detokenize(small_call *k)
     free(ids);
     if (st != ILAB_OK) {
         free(text);
-        ilab_api_error_from_status(&e, st, msg);
+        ilab_served_error(v, st, msg, &e);
         snprintf(e.param, sizeof e.param, "tokens");
         fail(k, &e);
         return;

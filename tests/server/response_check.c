@@ -85,6 +85,7 @@ static const struct {
     {429, {"invalid_request_error", NULL, NULL}},
     {431, {"invalid_request_error", NULL, NULL}},
     {500, {"server_error", NULL, NULL}},
+    {502, {"server_error", NULL, NULL}},
     {503, {"service_unavailable", NULL, NULL}},
 };
 
