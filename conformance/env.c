@@ -172,7 +172,6 @@ conf_result conf_env_prepare(conf_env *env, conf_need need, char *msg, size_t ca
     return CONF_PASS;
 }
 
-void conf_engine_release(conf_env *env); /* generate.c */
 
 void conf_env_release(conf_env *env)
 {

@@ -210,7 +210,6 @@ void conf_gen_free(conf_gen *g)
     memset(g, 0, sizeof *g);
 }
 
-void conf_engine_release(conf_env *env);
 void conf_engine_release(conf_env *env)
 {
     if (env->engine)

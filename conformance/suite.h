@@ -284,6 +284,10 @@ typedef struct conf_gen {
 conf_result conf_generate(conf_env *env, const conf_gen_params *p, conf_gen *out,
                           char *msg, size_t cap);
 void conf_gen_free(conf_gen *g);
+/* Destroy the host engine conf_generate made for `sampling: host` (the next
+ * request makes a new one): its scheduler thread allocates on its own time,
+ * so tests that count heap bytes release it first. */
+void conf_engine_release(conf_env *env);
 /* The bytes end inside a UTF-8 code point (its remaining bytes could still
  * come), by RFC 3629's table. */
 bool conf_utf8_ends_inside(const char *s, size_t n);

@@ -109,34 +109,27 @@ static void memo_clear(runner *r)
 }
 
 /* One eval() of all `full` tokens of t on a fresh sequence, every row into
- * `rows`. On the program's instance; when its cache is full (the program's
- * own sequences hold it: OUT_OF_MEMORY is the contract's answer, not a
- * fault, CCH-10), on a second instance of the same configuration, which
- * `env` is then pointed at for the checks that follow. */
+ * `rows`, on a second instance of the same configuration, which `env` is
+ * then pointed at for the checks that follow. Never on the program's
+ * instance: it must see exactly the program's calls. A reference eval
+ * between two of them would reset what a plugin keeps between calls (a
+ * decode fast path's memo of the last sequence, say) and hide a memo that
+ * goes stale in the program's own order of calls. */
 static ilab_status reference_rows(runner *r, conf_env *env, const int32_t *t, int32_t full,
                                   float *rows)
 {
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (attempt == 1) {
-            char err[256] = "";
-            if (!r->ref_be &&
-                env->api->create(env->host, env->config, env->n_config, err, sizeof err,
-                                 &r->ref_be) != ILAB_OK)
-                return ILAB_OUT_OF_MEMORY;
-            env->be = r->ref_be;
-        } else if (r->ref_be) {
-            continue; /* the first instance was full before: straight to the second */
-        }
-        ilab_seq_t s = 0;
-        ilab_status st = env->api->seq_create(env->be, &s);
-        if (st == ILAB_OK)
-            st = conf_eval1(env, s, t, full, ILAB_EVAL_ALL_LOGITS, rows);
-        if (s)
-            env->api->seq_free(env->be, s);
-        if (st != ILAB_OUT_OF_MEMORY || attempt == 1)
-            return st;
-    }
-    return ILAB_OUT_OF_MEMORY;
+    char err[256] = "";
+    if (!r->ref_be &&
+        env->api->create(env->host, env->config, env->n_config, err, sizeof err, &r->ref_be) != ILAB_OK)
+        return ILAB_OUT_OF_MEMORY;
+    env->be = r->ref_be;
+    ilab_seq_t s = 0;
+    ilab_status st = env->api->seq_create(env->be, &s);
+    if (st == ILAB_OK)
+        st = conf_eval1(env, s, t, full, ILAB_EVAL_ALL_LOGITS, rows);
+    if (s)
+        env->api->seq_free(env->be, s);
+    return st;
 }
 
 /* The reference logits after prefix t[0..n), where t holds `full` tokens.

@@ -28,6 +28,8 @@ typedef struct sim {
     const cprog_shape *shape;
     bool live[16];
     int32_t len[16];
+    int last_alone;      /* the slot of the last one-item eval, -1: none */
+    int last_batched;    /* a slot of the last eval of several items, -1: none */
     uint64_t rng;
 } sim;
 
@@ -62,15 +64,27 @@ static int pick_slot(sim *m, bool live)
 }
 
 static void add_eval(sim *m, cprog_op *op, int max_items, bool all_often, bool decode_heavy,
-                     bool overflow_heavy)
+                     bool overflow_heavy, bool switch_often)
 {
     op->kind = CPROG_EVAL;
     op->tseed = (uint32_t)next(&m->rng);
     op->n_items = 0;
     int want = 1 + below(&m->rng, max_items);
+    /* Switch a sequence between evals alone and evals in a batch: a plugin's
+     * per-sequence state (a decode fast path's memo, say) must follow the
+     * sequence through both. Half the batched mix's evals either take the
+     * last batch's sequence alone or batch the last lone one. */
+    int follow = -1;
+    if (switch_often && max_items >= 2 && below(&m->rng, 2) == 0) {
+        int pick = below(&m->rng, 2);
+        follow = pick ? m->last_alone : m->last_batched;
+        want = pick ? 2 + below(&m->rng, max_items - 1) : 1;
+        if (follow >= 0 && !m->live[follow])
+            follow = -1;
+    }
     bool used[16] = {false};
     for (int tries = 0; tries < 4 * want && op->n_items < want; tries++) {
-        int s = pick_slot(m, true);
+        int s = op->n_items == 0 && follow >= 0 ? follow : pick_slot(m, true);
         if (s < 0 || used[s])
             continue;
         used[s] = true;
@@ -81,6 +95,10 @@ static void add_eval(sim *m, cprog_op *op, int max_items, bool all_often, bool d
             it->n = 1;
         it->all_logits = below(&m->rng, 100) < (all_often ? 50 : 15);
     }
+    if (op->n_items == 1)
+        m->last_alone = op->items[0].slot;
+    else if (op->n_items > 1)
+        m->last_batched = op->items[below(&m->rng, op->n_items)].slot;
     bool overflow = false;
     for (int i = 0; i < op->n_items; i++)
         overflow |= m->len[op->items[i].slot] + op->items[i].n > m->shape->max_context;
@@ -110,6 +128,7 @@ void cprog_generate(const cprog_shape *shape, uint64_t seed, cprog *out)
     memset(&m, 0, sizeof m);
     m.shape = shape;
     m.rng = seed;
+    m.last_alone = m.last_batched = -1;
     memset(out, 0, sizeof *out);
     int w[5];
     weights(shape->mix, w);
@@ -153,7 +172,8 @@ void cprog_generate(const cprog_shape *shape, uint64_t seed, cprog *out)
             m.len[s] = keep;
         } else {
             add_eval(&m, op, max_items, shape->mix == CPROG_MIX_CHUNKS,
-                     shape->mix == CPROG_MIX_DECODE, shape->mix == CPROG_MIX_OVERFLOW);
+                     shape->mix == CPROG_MIX_DECODE, shape->mix == CPROG_MIX_OVERFLOW,
+                     shape->mix == CPROG_MIX_BATCHED || shape->mix == CPROG_MIX_DECODE);
             if (op->n_items == 0)
                 continue;
         }

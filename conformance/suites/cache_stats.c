@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache_stats.h"
+#include "resources.h"
 #include "suites.h"
 
 /* Positions held by a sequence of `len` positions that shares no block. */
@@ -274,6 +275,39 @@ static bool one_block_too_many(conf_env *env, const ilab_cache_stats_t *s0, fill
     return free_is(env, s0, free_now, "after an eval() refused for memory", msg, cap);
 }
 
+/* The same refusal twenty times more, alone and (max_batch >= 2) in a
+ * batch beside another new sequence: a refused eval() changes nothing
+ * (CCH-8), its own bookkeeping included, so no heap byte, descriptor or
+ * thread stays behind (ABI-7's "leaks nothing" on the OUT_OF_MEMORY path). */
+static bool refusals_leave_nothing(conf_env *env, fill *f, char *msg, size_t cap)
+{
+    conf_engine_release(env); /* no scheduler thread allocating meanwhile */
+    ilab_seq_t s = f->seqs[f->n - 1], other = 0;
+    size_t n_items = env->m->max_batch >= 2 &&
+                     env->api->seq_create(env->be, &other) == ILAB_OK ? 2 : 1;
+    ilab_batch_item_t ia = {.struct_size = sizeof ia, .seq = other, .tokens = f->tokens,
+                            .n_tokens = 1};
+    ilab_batch_item_t ib = {.struct_size = sizeof ib, .seq = s, .tokens = f->tokens, .n_tokens = 1};
+    const ilab_batch_item_t *items[2] = {&ia, &ib};
+    env->api->eval(env->be, items + 2 - n_items, n_items); /* settles a stored message */
+    conf_resources before = conf_resources_now();
+    bool ok = true;
+    for (int i = 0; i < 20 && ok; i++) {
+        ilab_status one = conf_eval1(env, s, f->tokens, 1, 0, NULL);
+        ilab_status two = env->api->eval(env->be, items + 2 - n_items, n_items);
+        ok = one == ILAB_OUT_OF_MEMORY && two == ILAB_OUT_OF_MEMORY;
+        if (!ok)
+            snprintf(msg, cap, "with the cache full, refusal %d of one position returned %s and "
+                     "of %zu item(s) %s, want ILAB_OUT_OF_MEMORY", i + 1, ilab_status_name(one),
+                     n_items, ilab_status_name(two));
+    }
+    ok = ok && conf_resources_same(before, conf_resources_now(),
+                                   "40 evals refused for memory at a full cache", msg, cap);
+    if (n_items == 2)
+        env->api->seq_free(env->be, other);
+    return ok;
+}
+
 /* Two items beside each other in one batch — `a` gets n_a positions that
  * fit, `b` a new sequence gets one position that needs a block that is not
  * there — are ILAB_OUT_OF_MEMORY as a whole and change nothing (CCH-8): `a`
@@ -430,7 +464,8 @@ static conf_result fill_up(conf_env *env, const ilab_cache_stats_t *s0, fill *f,
     ilab_seq_t s = 0;
     ilab_status st = env->api->seq_create(env->be, &s);
     if (st == ILAB_OK && fill_push(f, s)) {
-        if (!one_block_too_many(env, s0, f, 1, 0, msg, cap))
+        if (!one_block_too_many(env, s0, f, 1, 0, msg, cap) ||
+            !refusals_leave_nothing(env, f, msg, cap))
             return CONF_FAIL;
         boundary = true;
     } else if (st == ILAB_OK) {
@@ -438,7 +473,8 @@ static conf_result fill_up(conf_env *env, const ilab_cache_stats_t *s0, fill *f,
     }
     snprintf(msg, cap, "%d sequences filled %lld free positions exactly%s", f->n - (boundary ? 1 : 0),
              (long long)s0->free_positions,
-             boundary ? "; one block more was ILAB_OUT_OF_MEMORY and changed nothing"
+             boundary ? "; one block more was ILAB_OUT_OF_MEMORY and changed nothing, "
+                        "41 times, leaving no heap byte, descriptor or thread"
                       : " (no slot left to ask for one block more)");
     return CONF_PASS;
 }

@@ -10,7 +10,6 @@
 #include "resources.h"
 #include "suites.h"
 
-void conf_engine_release(conf_env *env); /* generate.c */
 
 
 /* ---- handles past 2^16 ------------------------------------------------------ */
