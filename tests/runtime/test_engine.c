@@ -610,6 +610,77 @@ static void eos_and_stop_strings_end_with_stop(void **state)
     close_backend(&o);
 }
 
+/* Where the stop strings first occur in `text`: the end of the earliest
+ * occurrence to end, cut before the longest string ending there (the
+ * contract's rule); -1 when none occurs. */
+static long first_stop_cut(const char *text, size_t len, const char *const *stops, size_t n)
+{
+    for (size_t end = 1; end <= len; end++) {
+        size_t longest = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t k = strlen(stops[i]);
+            if (k <= end && k > longest && !memcmp(text + end - k, stops[i], k))
+                longest = k;
+        }
+        if (longest)
+            return (long)(end - longest);
+    }
+    return -1;
+}
+
+/* The text a request streams (its TOKEN deltas, then FINISH's held-back
+ * tail) is every emitted token's piece exactly once, cut before the stop
+ * string when one ended it: nothing held back for a possible stop string
+ * may be lost or doubled, whichever token comes last (one with an empty
+ * piece too: EOS, made common here and not ending the request). 400
+ * random requests, half with eight two-letter stop strings, against that
+ * oracle, built from the backend's own token_piece(). */
+static void streamed_text_is_every_piece_once(void **state)
+{
+    (void)state;
+    ilab_config_entry_t cfg[] = {{"eos_bias", "6"}};
+    opened o;
+    open_backend(COUNTING_PLUGIN, cfg, 1, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    static const char *const stops[] = {"ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"};
+    uint64_t rng = 0x5eed;
+    for (int k = 0; k < 400; k++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int32_t max_tokens = 1 + (int32_t)((rng >> 33) % 12);
+        collect c;
+        collect_init(&c);
+        ilab_request r = make_request(prompt_a, 4, 1.0f, (uint64_t)k, max_tokens);
+        if (k % 2) {
+            r.stop = stops;
+            r.n_stop = sizeof stops / sizeof stops[0];
+        }
+        char err[512] = "";
+        assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+        char want[8192];
+        size_t want_len = 0;
+        int32_t prev = prompt_a[3];
+        for (int i = 0; i < c.n; i++) {
+            size_t n = 0;
+            assert_int_equal(o.api->token_piece(o.backend, prev, c.tokens[i], want + want_len,
+                                                sizeof want - want_len, &n), ILAB_OK);
+            want_len += n;
+            prev = c.tokens[i];
+        }
+        long cut = first_stop_cut(want, want_len, stops, r.n_stop);
+        if (cut >= 0)
+            want_len = (size_t)cut;
+        if (c.text_len != want_len || memcmp(c.text, want, want_len) != 0 ||
+            c.reason != (cut >= 0 ? ILAB_FINISH_STOP : ILAB_FINISH_LENGTH))
+            fail_msg("request %d (seed %d, max_tokens %d, %s): %d tokens streamed \"%.*s\" and "
+                     "finished %d; their pieces give \"%.*s\"", k, k, (int)max_tokens,
+                     r.n_stop ? "stop strings" : "no stop strings", c.n, (int)c.text_len, c.text,
+                     (int)c.reason, (int)want_len, want);
+        collect_destroy(&c);
+    }
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
 static void full_context_ends_with_length(void **state)
 {
     (void)state;
@@ -1129,6 +1200,7 @@ int main(void)
         cmocka_unit_test(max_waiting_zero_still_fills_free_running_slots),
         cmocka_unit_test(backend_failure_becomes_an_error_event),
         cmocka_unit_test(eos_and_stop_strings_end_with_stop),
+        cmocka_unit_test(streamed_text_is_every_piece_once),
         cmocka_unit_test(full_context_ends_with_length),
         cmocka_unit_test(bad_requests_are_refused_with_a_reason),
         cmocka_unit_test(more_requests_than_max_batch_all_complete),
