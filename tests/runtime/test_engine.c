@@ -245,6 +245,36 @@ static void greedy_through_the_host_equals_an_argmax_loop(void **state)
     close_backend(&o);
 }
 
+/* A request's timings add up: its tokens come between its first token
+ * and its end, so the mean inter-token latency times the gaps between
+ * tokens (n - 1 of them, not n) spans e2e - ttft, less only the moment
+ * after the last token. Paced at 50 ms a step, a mean taken over n instead
+ * of n - 1 would be short by a quarter of 150 ms. */
+static void request_timings_add_up(void **state)
+{
+    (void)state;
+    ilab_config_entry_t cfg[] = {{"step_ms", "50"}};
+    opened o;
+    open_backend(COUNTING_PLUGIN, cfg, 1, &o);
+    ilab_engine *e = start(&o, 4, 4);
+    collect c;
+    collect_init(&c);
+    ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 4);
+    ilab_request_metrics m;
+    char err[512] = "";
+    assert_int_equal(ilab_engine_generate(e, &r, on_event, &c, err, sizeof err, &m), ILAB_OK);
+    assert_int_equal(c.n, 4);
+    double gaps = m.mean_itl_seconds * 3, span = m.e2e_seconds - m.ttft_seconds;
+    if (!(m.queue_seconds <= m.ttft_seconds && m.ttft_seconds <= m.e2e_seconds &&
+          gaps <= span + 1e-6 && gaps >= span - 0.015 && m.mean_itl_seconds >= 0.045))
+        fail_msg("queue %.4f s, ttft %.4f s, e2e %.4f s, mean inter-token %.4f s over 4 tokens "
+                 "paced at 50 ms: 3 gaps span %.4f s of the %.4f s between first token and end",
+                 m.queue_seconds, m.ttft_seconds, m.e2e_seconds, m.mean_itl_seconds, gaps, span);
+    collect_destroy(&c);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+}
+
 enum { CONC_R = 4, CONC_N = 12, CONC_MAX_PROMPT = 32 };
 
 /* Each of 4 prompts alone, then all 4 at once: the same tokens (own seed,
@@ -1201,6 +1231,7 @@ int main(void)
         cmocka_unit_test(backend_failure_becomes_an_error_event),
         cmocka_unit_test(eos_and_stop_strings_end_with_stop),
         cmocka_unit_test(streamed_text_is_every_piece_once),
+        cmocka_unit_test(request_timings_add_up),
         cmocka_unit_test(full_context_ends_with_length),
         cmocka_unit_test(bad_requests_are_refused_with_a_reason),
         cmocka_unit_test(more_requests_than_max_batch_all_complete),

@@ -331,6 +331,10 @@ static void test_api_key(void **state)
     assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, longer), 401);
     assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, "Authorization: sekret-1"), 401);
     assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, good), 200);
+    /* The scheme is case-insensitive (RFC 9110 11.1); the key is not. */
+    assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, "Authorization: bearer sekret-1"), 200);
+    assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, "Authorization: BEARER sekret-1"), 200);
+    assert_int_equal(status_of(&s, NULL, "/v1/models", NULL, "Authorization: Bearer SEKRET-1"), 401);
     assert_int_equal(status_of(&s, NULL, "/v1/completions", comp, NULL), 401);
     assert_int_equal(status_of(&s, NULL, "/v1/completions", comp, good), 200);
     assert_int_equal(status_of(&s, NULL, "/v1/chat/completions", "{}", NULL), 401);
@@ -340,7 +344,7 @@ static void test_api_key(void **state)
     /* Open: /health always; /metrics unless configured otherwise. */
     assert_int_equal(status_of(&s, NULL, "/health", NULL, NULL), 200);
     assert_int_equal(status_of(&s, NULL, "/metrics", NULL, NULL), 200);
-    assert_true(metric_value(&s, "inferlab_http_requests_total{code=\"401\"}") >= 8);
+    assert_true(metric_value(&s, "inferlab_http_requests_total{code=\"401\"}") >= 9);
     assert_int_equal(test_server_stop(&s), 0);
 
     /* The access log has a line per request, with its status. */
@@ -356,7 +360,7 @@ static void test_api_key(void **state)
     fclose(f);
     unlink(access);
     assert_true(lines >= 14);
-    assert_int_equal(unauthorized, 4);
+    assert_int_equal(unauthorized, 5);
 
     /* From the environment, and /metrics behind the key too. */
     setenv("INFERLAB_API_KEY", "from-env", 1);
