@@ -3,6 +3,7 @@
  * vocabularies written in memory. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,6 +112,29 @@ static void test_eot_key_and_no_template(void **state)
     assert_int_equal(l.cv.eog[3], 6);
     assert_string_equal(l.cv.chat_template, "");
     unload(&l);
+}
+
+/* eot_token_id at and past the end of the vocabulary: the last id joins
+ * the end-of-generation set, an id past it never does (the host refuses a
+ * backend whose eog_ids() answers one, TOK-12). */
+static void test_eot_key_at_its_bounds(void **state)
+{
+    (void)state;
+    static const int eots[] = {CHATML_N - 1, CHATML_N, CHATML_N + 1, CHATML_N + 1000};
+    for (size_t i = 0; i < sizeof eots / sizeof eots[0]; i++) {
+        vocab_file v = {chatml_tokens, chatml_types, CHATML_N, 2, eots[i], NULL, 0};
+        loaded l;
+        load(&v, &l);
+        bool has_last = false;
+        for (size_t k = 0; k < l.cv.n_eog; k++) {
+            if (l.cv.eog[k] < 0 || l.cv.eog[k] >= CHATML_N)
+                fail_msg("eot_token_id %d: end-of-generation id %d is outside the vocabulary of %d",
+                         eots[i], (int)l.cv.eog[k], CHATML_N);
+            has_last |= l.cv.eog[k] == CHATML_N - 1;
+        }
+        assert_int_equal(has_last, eots[i] == CHATML_N - 1);
+        unload(&l);
+    }
 }
 
 static void test_harmony_end_is_not_eog(void **state)
@@ -252,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eog_ids),
         cmocka_unit_test(test_eot_key_and_no_template),
+        cmocka_unit_test(test_eot_key_at_its_bounds),
         cmocka_unit_test(test_harmony_end_is_not_eog),
         cmocka_unit_test(test_parse_special),
         cmocka_unit_test(test_llama2c_has_eos_only),
