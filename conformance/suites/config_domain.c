@@ -233,11 +233,35 @@ static void reason_capacities(conf_env *env, sweep *s, const cfg_case *c)
     }
 }
 
+/* One text under this configuration: detokenize(tokenize(text)) == text,
+ * or an engine's IO/UNAVAILABLE (the engine behind the plugin failed or
+ * disagrees with this configuration). */
+static void round_trip_text(conf_env *env, sweep *s, ilab_backend_t *b, const char *w,
+                            const char *text, size_t len)
+{
+    size_t n = 0, back = 0;
+    int32_t *ids = malloc((len + 16) * sizeof *ids);
+    char *out = malloc(4 * len + 64);
+    ilab_status st = ids && out ? env->api->tokenize(b, text, len, 0, ids, len + 16, &n)
+                                : ILAB_OUT_OF_MEMORY;
+    if (st == ILAB_OK)
+        st = env->api->detokenize(b, ids, n, out, 4 * len + 64, &back);
+    if (st != ILAB_IO && st != ILAB_UNAVAILABLE &&
+        (st != ILAB_OK || back != len || memcmp(out, text, len) != 0))
+        note(s, C_TOK2, "with %s, the corpus text \"%.40s\" (%zu bytes) %s", w, text, len,
+             st != ILAB_OK ? ilab_status_name(st) : "does not come back from detokenize(tokenize())");
+    free(ids);
+    free(out);
+}
+
 /* TOK-2 under this configuration: the code points at the edges of UTF-8's
- * lengths and ranges each round-trip (a configuration may switch a
- * tokenizer's path, as byte fallback does). */
+ * lengths and ranges each round-trip, and so does the TOK-2 corpus (a
+ * configuration may switch a tokenizer's path, as byte fallback or a
+ * dummy-prefix setting does). */
 static void round_trips(conf_env *env, sweep *s, ilab_backend_t *b, const char *w)
 {
+    for (size_t i = 0; i < conf_corpus_count && !s->fail[C_TOK2][0]; i++)
+        round_trip_text(env, s, b, w, conf_corpus[i], strlen(conf_corpus[i]));
     static const char *const edges[] = {
         "\x00", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
         "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf3\xbf\xbf\xbf", "\xf4\x8f\x80\x80", "\xf4\x8f\xbf\xbf",

@@ -6,6 +6,7 @@
  * slot after MAX_TRIED sequences passes with a note: its limit is past what
  * the harness fills. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "suites.h"
 
@@ -63,9 +64,22 @@ static bool room_again(conf_env *env, ilab_seq_t *seqs, int n, bool by_fork, cha
     return both_refuse(env, seqs[0], n, when, msg, cap);
 }
 
+/* cache_stats()'s free positions; -1 without cache.stats or on failure. */
+static int64_t free_positions(conf_env *env)
+{
+    if (!env->m->cache_stats)
+        return -1;
+    ilab_cache_stats_t cs;
+    memset(&cs, 0, sizeof cs);
+    cs.struct_size = sizeof cs;
+    return env->api->cache_stats(env->be, &cs) == ILAB_OK ? cs.free_positions : -1;
+}
+
 conf_result conf_cch6_slots_run_out(conf_env *env, char *msg, size_t cap)
 {
     CONF_SKIP_UNLESS(env->m->logits == ILAB_LOGITS_FULL, "logits: full");
+    conf_engine_release(env); /* its prefix cache holds blocks of its own */
+    int64_t free_before = free_positions(env);
     ilab_seq_t *seqs = calloc(MAX_TRIED, sizeof *seqs);
     int32_t tok[3];
     conf_prompt_tokens(env, env->opt->seed + 2200, tok, 3);
@@ -104,5 +118,13 @@ out:
         if (seqs[i] != ILAB_SEQ_NONE)
             env->api->seq_free(env->be, seqs[i]);
     free(seqs);
+    int64_t free_after = free_positions(env);
+    if (r == CONF_PASS && free_after != free_before) {
+        CONF_MSG("with every sequence freed after refused seq_create()%s calls, free_positions is %lld, "
+                 "not the %lld before the slots were filled: a refused call kept cache blocks (CCH-6, "
+                 "CCH-10)", env->m->cache_fork ? " and seq_fork()" : "", (long long)free_after,
+                 (long long)free_before);
+        r = CONF_FAIL;
+    }
     return r;
 }
