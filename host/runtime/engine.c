@@ -268,7 +268,8 @@ static ilab_status submit(ilab_engine *e, const ilab_request *req, ilab_event_fn
         e->wait_head = r;
     e->wait_tail = r;
     e->n_waiting++;
-    ilab_metrics_add_waiting(1);
+    ilab_metrics_move_request(0, 1);
+    r->gauge = ILAB_REQ_WAITING;
     if (request_id)
         *request_id = r->id;
     pthread_cond_broadcast(&e->cv);

@@ -54,6 +54,9 @@ struct ilab_req {
     void *user_data;
     ilab_request_metrics *metrics_out; /* filled before the terminal event; may be NULL */
     atomic_int cancel;
+    /* The metrics gauge that counts this request until its terminal event
+     * counts its finish reason and takes it out (ilab_req_count_end). */
+    enum { ILAB_REQ_IN_NO_GAUGE, ILAB_REQ_WAITING, ILAB_REQ_RUNNING } gauge;
 
     uint64_t t_submit, t_scheduled, t_first, t_last;
     double itl_sum;
@@ -157,10 +160,13 @@ ilab_status ilab_req_build(ilab_engine *e, const ilab_request *req, char *err, s
 void ilab_req_free(ilab_req *r);
 
 /* request_events.c. fill_metrics: the caller's ilab_request_metrics, if any.
- * note_token: the token's timing, just before its TOKEN event. emit_terminal:
- * FINISH when status == OK, else ERROR, with held-back text `tail`. */
+ * note_token: the token's timing, just before its TOKEN event. count_end:
+ * the process-wide metrics of a request that ends with `reason`, just
+ * before its terminal event. emit_terminal: FINISH when status == OK, else
+ * ERROR, with held-back text `tail`. */
 void ilab_req_fill_metrics(ilab_req *r, uint64_t t_end);
 void ilab_req_note_token(ilab_req *r);
+void ilab_req_count_end(ilab_req *r, ilab_finish_reason reason);
 void ilab_req_emit_terminal(ilab_req *r, ilab_finish_reason reason, ilab_status status,
                             const char *message, const char *tail, size_t tail_len);
 

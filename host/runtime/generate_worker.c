@@ -20,11 +20,7 @@ static int relay_event(void *user_data, const ilab_event_t *ev)
         int stop = r->on_event(r->user_data, ev);
         return stop || atomic_load(&r->cancel);
     }
-    uint64_t t = ilab_now_ns();
-    ilab_req_fill_metrics(r, t);
-    ilab_metrics_observe_e2e(ilab_seconds(r->t_submit, t));
-    ilab_metrics_add_prompt_tokens(r->n_prompt);
-    ilab_metrics_add_finished(ev->type == ILAB_EVENT_FINISH ? (int)ev->finish_reason : ILAB_FINISH_ERROR);
+    ilab_req_count_end(r, ev->type == ILAB_EVENT_FINISH ? ev->finish_reason : ILAB_FINISH_ERROR);
     r->terminal_sent = true;
     r->on_event(r->user_data, ev);
     return 0;
@@ -91,8 +87,7 @@ void ilab_engine_reap_workers(ilab_engine *e, ilab_req **done, int *n_done)
             done[(*n_done)++] = r;
             memmove(&e->running[i], &e->running[i + 1],
                     (size_t)(e->n_running - i - 1) * sizeof *e->running);
-            e->n_running--;
-            ilab_metrics_add_running(-1);
+            e->n_running--; /* its terminal event took it off the gauge */
         } else {
             i++;
         }
@@ -109,7 +104,6 @@ void ilab_engine_start_worker(ilab_engine *e, ilab_req *r)
     for (int k = 0; k < e->n_running; k++)
         if (e->running[k] == r) {
             e->running[k] = e->running[--e->n_running];
-            ilab_metrics_add_running(-1);
             break;
         }
     pthread_mutex_unlock(&e->mu);

@@ -67,8 +67,13 @@ void ilab_metrics_observe_e2e(double s) { observe(&e2e_h, s); }
 
 void ilab_metrics_add_prompt_tokens(uint64_t n) { ADD(prompt_tokens, n); }
 void ilab_metrics_add_generation_tokens(uint64_t n) { ADD(generation_tokens, n); }
-void ilab_metrics_add_running(int64_t d) { ADD(running, d); }
-void ilab_metrics_add_waiting(int64_t d) { ADD(waiting, d); }
+void ilab_metrics_move_request(int64_t running_delta, int64_t waiting_delta)
+{
+    pthread_mutex_lock(&lock);
+    running += running_delta;
+    waiting += waiting_delta;
+    pthread_mutex_unlock(&lock);
+}
 void ilab_metrics_add_kv_positions(int64_t d) { ADD(kv_positions, d); }
 void ilab_metrics_add_kv_capacity(int64_t d) { ADD(kv_capacity, d); }
 void ilab_metrics_add_preemptions(uint64_t n) { ADD(preemptions, n); }
@@ -81,11 +86,14 @@ void ilab_metrics_add_prefix_cache(uint64_t queried, uint64_t hit)
     pthread_mutex_unlock(&lock);
 }
 
-void ilab_metrics_add_finished(int reason)
+void ilab_metrics_end_request(int reason, int64_t running_delta, int64_t waiting_delta)
 {
-    if (reason < 1 || reason > 4)
-        return;
-    ADD(finished[reason], 1);
+    pthread_mutex_lock(&lock);
+    if (reason >= 1 && reason <= 4)
+        finished[reason]++;
+    running += running_delta;
+    waiting += waiting_delta;
+    pthread_mutex_unlock(&lock);
 }
 
 typedef struct text_buf {

@@ -29,11 +29,16 @@ void ilab_metrics_observe_itl(double seconds);
 void ilab_metrics_observe_e2e(double seconds);
 void ilab_metrics_add_prompt_tokens(uint64_t n);
 void ilab_metrics_add_generation_tokens(uint64_t n);
-void ilab_metrics_add_finished(int finish_reason); /* ilab_finish_reason */
 
-/* Gauges move by deltas so several engines can share them. */
-void ilab_metrics_add_running(int64_t delta);
-void ilab_metrics_add_waiting(int64_t delta);
+/* A request ends: its finish reason (ilab_finish_reason) is counted and it
+ * leaves the gauge that held it (running_delta, waiting_delta: 0 or -1) in
+ * one step, so that a reader never sees it in neither gauge yet uncounted:
+ * once nothing runs or waits, the counters are final. */
+void ilab_metrics_end_request(int finish_reason, int64_t running_delta, int64_t waiting_delta);
+
+/* Gauges move by deltas so several engines can share them. A request that
+ * moves between them (admitted, preempted) moves in one step. */
+void ilab_metrics_move_request(int64_t running_delta, int64_t waiting_delta);
 void ilab_metrics_add_kv_positions(int64_t delta); /* positions held */
 void ilab_metrics_add_kv_capacity(int64_t delta);  /* max_running * max_context per engine */
 

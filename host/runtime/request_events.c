@@ -35,6 +35,17 @@ void ilab_req_note_token(ilab_req *r)
     ilab_metrics_add_generation_tokens(1);
 }
 
+void ilab_req_count_end(ilab_req *r, ilab_finish_reason reason)
+{
+    uint64_t t = ilab_now_ns();
+    ilab_req_fill_metrics(r, t);
+    ilab_metrics_observe_e2e(ilab_seconds(r->t_submit, t));
+    ilab_metrics_add_prompt_tokens(r->n_prompt);
+    ilab_metrics_end_request((int)reason, r->gauge == ILAB_REQ_RUNNING ? -1 : 0,
+                             r->gauge == ILAB_REQ_WAITING ? -1 : 0);
+    r->gauge = ILAB_REQ_IN_NO_GAUGE;
+}
+
 /* Emit the terminal event (FINISH when status == OK, else ERROR) and record
  * the request's metrics. `tail` is held-back text released at the end. */
 void ilab_req_emit_terminal(ilab_req *r, ilab_finish_reason reason, ilab_status status,
@@ -47,11 +58,7 @@ void ilab_req_emit_terminal(ilab_req *r, ilab_finish_reason reason, ilab_status 
         status = ILAB_OK;
         reason = ILAB_FINISH_CANCELLED;
     }
-    uint64_t t = ilab_now_ns();
-    ilab_req_fill_metrics(r, t);
-    ilab_metrics_observe_e2e(ilab_seconds(r->t_submit, t));
-    ilab_metrics_add_prompt_tokens(r->n_prompt);
-    ilab_metrics_add_finished(status == ILAB_OK ? (int)reason : ILAB_FINISH_ERROR);
+    ilab_req_count_end(r, status == ILAB_OK ? reason : ILAB_FINISH_ERROR);
     ilab_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.struct_size = sizeof ev;

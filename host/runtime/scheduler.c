@@ -58,8 +58,7 @@ static void take_cancelled_waiting(ilab_engine *e, bool stopping, pass *p)
         ilab_req *r = *link;
         if (atomic_load(&r->cancel) || stopping) {
             *link = r->next;
-            e->n_waiting--;
-            ilab_metrics_add_waiting(-1);
+            e->n_waiting--; /* the terminal event takes it off the gauge */
             p->cancelled[p->n_cancelled++] = r;
         } else {
             e->wait_tail = r;
@@ -102,9 +101,9 @@ static void admit_waiting(ilab_engine *e, pass *p)
             e->wait_tail = NULL;
         r->next = NULL;
         e->n_waiting--;
-        ilab_metrics_add_waiting(-1);
         e->running[e->n_running++] = r;
-        ilab_metrics_add_running(1);
+        ilab_metrics_move_request(1, -1);
+        r->gauge = ILAB_REQ_RUNNING;
         if (e->backend_sampling)
             p->spawn[p->n_spawn++] = r;
     }

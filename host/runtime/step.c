@@ -25,8 +25,7 @@ void ilab_engine_retire(ilab_engine *e, ilab_req *r, ilab_finish_reason reason, 
         if (e->running[i] == r) {
             memmove(&e->running[i], &e->running[i + 1],
                     (size_t)(e->n_running - i - 1) * sizeof *e->running);
-            e->n_running--;
-            ilab_metrics_add_running(-1);
+            e->n_running--; /* the terminal event takes it off the gauge */
             break;
         }
     if (r->started)

@@ -78,8 +78,8 @@ void ilab_engine_preempt(ilab_engine *e, ilab_req *r)
     e->n_waiting++;
     e->admit_hold = true;
     pthread_mutex_unlock(&e->mu);
-    ilab_metrics_add_running(-1);
-    ilab_metrics_add_waiting(1);
+    ilab_metrics_move_request(-1, 1);
+    r->gauge = ILAB_REQ_WAITING;
 }
 
 /* The youngest running request (latest submitted), or NULL when only `keep`

@@ -3,6 +3,7 @@
  * (trained) default model. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1159,6 +1160,88 @@ static void metrics_follow_the_requests(void **state)
     close_backend(&o);
 }
 
+/* A value of /metrics' text, or -1 when the series is not there. */
+static double metric_of(const char *text, const char *series)
+{
+    size_t len = strlen(series);
+    for (const char *p = text; (p = strstr(p, series)); p += len)
+        if ((p == text || p[-1] == '\n') && p[len] == ' ')
+            return strtod(p + len + 1, NULL);
+    return -1;
+}
+
+typedef struct metrics_reader {
+    atomic_bool stop;
+    atomic_int submitted; /* submits that returned OK */
+    long reads, idle_reads, violations;
+    char first[256];
+} metrics_reader;
+
+/* While nothing runs or waits, every request submitted so far has been
+ * counted by its finish reason: a request is always in one gauge or
+ * counted, never in between (a server comparing its own counters with the
+ * engine's relies on it). Reads /metrics as fast as it can. */
+static void *read_metrics_until_stopped(void *arg)
+{
+    metrics_reader *rd = arg;
+    while (!atomic_load(&rd->stop)) {
+        int submitted = atomic_load(&rd->submitted);
+        char *t = ilab_metrics_render();
+        assert_non_null(t);
+        double finished = 0;
+        for (int r = ILAB_FINISH_STOP; r <= ILAB_FINISH_ERROR; r++) {
+            char name[96];
+            snprintf(name, sizeof name, "inferlab:request_success_total{finished_reason=\"%s\"}",
+                     ilab_finish_reason_name(r));
+            finished += metric_of(t, name);
+        }
+        double running = metric_of(t, "inferlab:num_requests_running");
+        double waiting = metric_of(t, "inferlab:num_requests_waiting");
+        rd->reads++;
+        if (running == 0 && waiting == 0) {
+            rd->idle_reads++;
+            if (finished < submitted && rd->violations++ == 0)
+                snprintf(rd->first, sizeof rd->first, "nothing runs or waits, %d submitted, "
+                         "%g counted finished", submitted, finished);
+        }
+        free(t);
+    }
+    return NULL;
+}
+
+static void metrics_never_lose_a_request_between_gauge_and_counter(void **state)
+{
+    (void)state;
+    opened o;
+    open_backend(COUNTING_PLUGIN, NULL, 0, &o);
+    ilab_engine *e = start(&o, 2, 4);
+    ilab_metrics_reset();
+    metrics_reader rd;
+    memset(&rd, 0, sizeof rd);
+    pthread_t reader;
+    assert_int_equal(pthread_create(&reader, NULL, read_metrics_until_stopped, &rd), 0);
+    for (int i = 0; i < 400; i++) {
+        collect c;
+        collect_init(&c);
+        c.cancel_at = i % 3 == 0 ? 1 : 0; /* some end cancelled, the rest by length */
+        ilab_request r = make_request(prompt_a, 4, 0.0f, 0, 2);
+        char err[512];
+        assert_int_equal(ilab_engine_submit(e, &r, on_event, &c, err, sizeof err, NULL), ILAB_OK);
+        atomic_fetch_add(&rd.submitted, 1);
+        wait_terminal(&c);
+        collect_destroy(&c);
+    }
+    atomic_store(&rd.stop, true);
+    pthread_join(reader, NULL);
+    ilab_engine_destroy(e);
+    close_backend(&o);
+    print_message("metrics read %ld times, %ld of them with nothing in flight\n", rd.reads,
+                  rd.idle_reads);
+    if (rd.violations)
+        fail_msg("%ld of %ld reads: %s", rd.violations, rd.reads, rd.first);
+    assert_true(rd.idle_reads > 0); /* the invariant was tested at all */
+}
+
 /* counting_backend declares thread_safety: none and fails any call that
  * overlaps another (its eval() sleeps step_ms inside the call). Tokenizing
  * through the engine while it decodes must therefore never overlap eval(). */
@@ -1245,6 +1328,7 @@ int main(void)
         cmocka_unit_test(destroy_stops_a_backend_without_cancel),
         cmocka_unit_test(backend_sampling_destroy_and_refusals),
         cmocka_unit_test(metrics_follow_the_requests),
+        cmocka_unit_test(metrics_never_lose_a_request_between_gauge_and_counter),
         cmocka_unit_test(tokenizer_calls_serialise_with_the_scheduler),
     };
     return ilab_test_exit(cmocka_run_group_tests(tests, NULL, NULL));

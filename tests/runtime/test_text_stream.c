@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include "ilab_skip.h"
 
+#include "inferlab/generate.h"
 #include "runtime/metrics.h"
 #include "runtime/text_stream.h"
 
@@ -277,8 +278,9 @@ static void metrics_render_names_every_series(void **state)
     ilab_metrics_observe_e2e(0.5);
     ilab_metrics_add_prompt_tokens(7);
     ilab_metrics_add_generation_tokens(5);
-    ilab_metrics_add_running(2);
-    ilab_metrics_add_waiting(3);
+    ilab_metrics_move_request(0, 6);  /* six submitted */
+    ilab_metrics_move_request(3, -3); /* three admitted */
+    ilab_metrics_end_request(ILAB_FINISH_LENGTH, -1, 0);
     ilab_metrics_add_kv_capacity(1000);
     ilab_metrics_add_kv_positions(250);
     char *text = ilab_metrics_render();
@@ -294,6 +296,8 @@ static void metrics_render_names_every_series(void **state)
         "inferlab:kv_cache_usage_ratio 0.25\n",
         "inferlab:prompt_tokens_total 7\n",
         "inferlab:generation_tokens_total 5\n",
+        "inferlab:request_success_total{finished_reason=\"length\"} 1\n",
+        "inferlab:request_success_total{finished_reason=\"stop\"} 0\n",
         "# TYPE inferlab:e2e_request_latency_seconds histogram\n",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
