@@ -385,6 +385,10 @@ static void add_chat_info(const ilab_catalog *c, list_options *o, const ilab_cat
         return;
     ilab_session *s = NULL;
     char err[1024];
+    /* What the backend reports as it loads (its model, tokenizer and
+     * memory, at INFO) is part of what info shows, unless INFERLAB_LOG
+     * says otherwise; the worker inherits the setting. */
+    setenv("INFERLAB_LOG", "info", 0);
     if (ilab_session_open_isolated_from(c, &o->settings, o->name, NULL, err, sizeof err, &s) !=
         ILAB_OK) {
         json_object_set_new(row, "chat", json_pack("{s:s}", "error", err));

@@ -208,6 +208,50 @@ static ilab_status tl_probe(const ilab_host_t *host, const ilab_config_entry_t *
 
 static void tl_destroy(ilab_backend_t *b);
 
+static const char *arch_name(tl_arch a)
+{
+    switch (a) {
+    case TL_ARCH_QWEN2: return "qwen2";
+    case TL_ARCH_QWEN3: return "qwen3";
+    case TL_ARCH_PHI3: return "phi3";
+    default: return "llama";
+    }
+}
+
+#define MIB(bytes) ((double)(bytes) / (1024.0 * 1024.0))
+
+/* What was loaded and what it costs, at INFO (`inferlab info` shows it):
+ * the model's shape and tokenizer, then its memory: the weights read in
+ * place from the file's mapping (page cache, shared), the private copies
+ * made at load, and the KV cache reserved (its pages are touched as
+ * sequences fill it). */
+static void log_loaded_model(const ilab_backend_t *b, const tl_checkpoint *ck)
+{
+    const tl_model *m = &b->model;
+    const tl_config *c = &m->cfg;
+    char line[768];
+    if (b->tok.kind == TL_TOKENIZER_BPE)
+        snprintf(line, sizeof line, "model %s: %s, %d layers, dim %d, %d heads (%d KV), vocab %d, "
+                 "context %d positions (trained for %d); tokenizer %s, pre-tokenizer %s",
+                 ck->label, arch_name(c->arch), c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
+                 c->vocab_size, c->seq_len, c->context_length, tl_tokenizer_kind_name(&b->tok),
+                 b->tok.pre);
+    else
+        snprintf(line, sizeof line, "model %s: %s, %d layers, dim %d, %d heads (%d KV), vocab %d, "
+                 "context %d positions (trained for %d); tokenizer %s", ck->label,
+                 arch_name(c->arch), c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->vocab_size,
+                 c->seq_len, c->context_length, tl_tokenizer_kind_name(&b->tok));
+    b->host->log(b->host, ILAB_LOG_INFO, "torchlike", line);
+    size_t private_bytes = m->quantized_bytes + m->repacked_bytes +
+                           m->ck.converted_floats * sizeof(float);
+    snprintf(line, sizeof line, "memory: weights read in place from %.1f MiB %s, %.1f MiB of "
+             "private copies (converted or repacked at load), KV cache %.1f MiB reserved for %d "
+             "blocks of %d positions (its pages are taken as sequences grow)", MIB(m->ck.size),
+             m->ck.mapping ? "of mapped file (page cache, shared)" : "embedded in the plugin",
+             MIB(private_bytes), MIB(b->kv.mem_bytes), b->kv.n_blocks, TL_KV_BLOCK);
+    b->host->log(b->host, ILAB_LOG_INFO, "torchlike", line);
+}
+
 static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t *config,
                              size_t n_config, char *error, size_t error_cap,
                              ilab_backend_t **out)
@@ -332,6 +376,8 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
                  "(config key kv_blocks); try a smaller value", blocks);
         goto fail;
     }
+    if (host->log)
+        log_loaded_model(b, &ck);
     *out = b;
     return ILAB_OK;
 fail:

@@ -149,6 +149,7 @@ static ilab_status repack_mapped(tl_model *m, char *err, size_t cap)
         m->w.wcls = m->w.token_embedding;
     free(all);
     m->repacked = buf;
+    m->repacked_bytes = buf ? total : 0;
     if (!failed)
         return ILAB_OK;
 oom:

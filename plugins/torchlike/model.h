@@ -25,6 +25,7 @@ typedef struct tl_model {
     void *quantized;            /* owned: the Q8_0 copies (quantize: q8_0), or NULL */
     size_t quantized_bytes;     /* their weight bytes */
     void *repacked;             /* owned: a GGUF file's Q8_0 matrices repacked, or NULL */
+    size_t repacked_bytes;      /* its size */
 } tl_model;
 
 /* Takes ownership of ck (also on failure, which closes it). `quantize` is

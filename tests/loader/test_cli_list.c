@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -136,6 +137,51 @@ static void table_and_info(void **state)
 
     out = run(INFERLAB_EXE " list --plugin-dir /nonexistent/dir 2>/dev/null", &code);
     assert_int_equal(code, 2);
+    free(out);
+}
+
+/* `info` on a model file shows what loaded and what it costs (issue 26's
+ * memory figure, issue 27's tokenizer): checked against the file's own
+ * size and the KV cache a paged cache of that shape must reserve. */
+static void info_shows_the_model_and_its_memory(void **state)
+{
+    (void)state;
+    const char *file = GGUF_DIR "/llama-Q8_0.gguf";
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    /* 2 layers, 2 KV heads of 32 features: a position holds 2 x 2 x 64
+     * floats (keys and values); 64 sequences of max_context 256 take
+     * 64 x 16 blocks of 16 positions. */
+    char cmd[1024], expect[256];
+    snprintf(cmd, sizeof cmd, INFERLAB_EXE " info torchlike --plugin-dir " SHIPPED_PLUGIN_DIR
+             " --set torchlike.model=%s --set torchlike.max_context=256 2>&1", file);
+    int code = -1;
+    char *out = run(cmd, &code);
+    assert_int_equal(code, 0);
+    if (!strstr(out, "2 layers, dim 256, 8 heads (2 KV), vocab 512, context 256 positions "
+                     "(trained for 2048); tokenizer sentencepiece"))
+        fail_msg("no model line in:\n%s", out);
+    snprintf(expect, sizeof expect, "weights read in place from %.1f MiB of mapped file",
+             (double)st.st_size / 1048576.0);
+    if (!strstr(out, expect))
+        fail_msg("no \"%s\" in:\n%s", expect, out);
+    double kv_mib = 64.0 * 16 * 16 * 2 * 2 * 64 * 4 / 1048576.0;
+    snprintf(expect, sizeof expect, "KV cache %.1f MiB reserved for %d blocks", kv_mib, 64 * 16);
+    if (!strstr(out, expect))
+        fail_msg("no \"%s\" in:\n%s", expect, out);
+    /* Q8_0 matrices are repacked: a private copy of at least half the file */
+    const char *p = strstr(out, "(page cache, shared), ");
+    assert_non_null(p);
+    assert_true(strtod(p + strlen("(page cache, shared), "), NULL) >=
+                (double)st.st_size / 1048576.0 / 2);
+    free(out);
+
+    /* INFERLAB_LOG still decides: at warn, info shows no such lines */
+    snprintf(cmd, sizeof cmd, "INFERLAB_LOG=warn " INFERLAB_EXE " info torchlike --plugin-dir "
+             SHIPPED_PLUGIN_DIR " --set torchlike.model=%s 2>&1", file);
+    out = run(cmd, &code);
+    assert_int_equal(code, 0);
+    assert_null(strstr(out, "private copies"));
     free(out);
 }
 
@@ -324,6 +370,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(list_survives_bad_plugins),
         cmocka_unit_test(table_and_info),
+        cmocka_unit_test(info_shows_the_model_and_its_memory),
         cmocka_unit_test(insecure_plugins),
         cmocka_unit_test(shadowed_copies),
         cmocka_unit_test(configuration_reaches_the_probe),
