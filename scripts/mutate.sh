@@ -252,8 +252,11 @@ stage_limit() { # regex -> seconds
     done
     awk -v t="$total" -v cap="$LIMIT" 'BEGIN { l = int(60 + 5 * t); print (l < cap ? l : cap) }'
 }
+# style.mutation_list checks that every original occurs in the tree: in a
+# mutant's tree one does not, by construction, so it is never run here.
+NOT_HERE='^style\.mutation_list$'
 run_tests() { # log regex
-    run_bg "$1" timeout -k 10 "$(stage_limit "$2")" ctest --test-dir "$BUILD" -R "$2" -j"$JOBS" \
+    run_bg "$1" timeout -k 10 "$(stage_limit "$2")" ctest --test-dir "$BUILD" -R "$2" -E "$NOT_HERE" -j"$JOBS" \
         --stop-on-failure --no-tests=error --output-on-failure
 }
 
@@ -277,7 +280,7 @@ if [ $BASELINE -eq 1 ]; then
     echo "mutate: baseline: the ${#NUMBERS[@]} covering tests on the unmutated tree"
     t0=$(date +%s)
     list=$(printf ',%s' "${!NUMBERS[@]}")
-    run_bg "$LOGS/baseline.log" timeout -k 10 "$LIMIT" ctest --test-dir "$BUILD" -I "0,0,0$list" \
+    run_bg "$LOGS/baseline.log" timeout -k 10 "$LIMIT" ctest --test-dir "$BUILD" -I "0,0,0$list" -E "$NOT_HERE" \
         -j"$JOBS" --no-tests=error --output-on-failure ||
         die "the covering tests fail without any mutation (see $LOGS/baseline.log); fix that first"
     echo "mutate: baseline passed in $(( $(date +%s) - t0 )) s"

@@ -376,7 +376,7 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
                  "(config key kv_blocks); try a smaller value", blocks);
         goto fail;
     }
-    if (host->log)
+    if (ILAB_STRUCT_HAS(ilab_host_t, host, log) && host->log) /* an older host may lack it [ABI-3] */
         log_loaded_model(b, &ck);
     *out = b;
     return ILAB_OK;
