@@ -184,15 +184,40 @@ static bool await_metric_at_most(const test_server *s, const char *series, doubl
     return false;
 }
 
+static void completion_body(char *body, size_t cap, const char *model, bool stream,
+                            int max_tokens)
+{
+    snprintf(body, cap, "{\"model\": \"%s\", \"prompt\": \"Once\", \"max_tokens\": %d, "
+                        "\"temperature\": 0, \"ignore_eos\": true, \"stream\": %s}",
+             model, max_tokens, stream ? "true" : "false");
+}
+
+/* The text of a whole event stream (`body` of `len` bytes), NULL unless it
+ * ends with [DONE] and holds no error event. */
+static char *stream_text(const char *body, size_t len)
+{
+    if (!strstr(body, "data: [DONE]\n\n") || strstr(body, "\"error\""))
+        return NULL;
+    char *text = calloc(1, len + 1);
+    for (const char *p = strstr(body, "data: {"); p; p = strstr(p + 1, "data: {")) {
+        const char *end = strstr(p, "\n\n");
+        json_t *j = end ? json_loadb(p + 6, (size_t)(end - p - 6), 0, NULL) : NULL;
+        json_t *t = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text");
+        if (json_is_string(t))
+            strcat(text, json_string_value(t));
+        json_decref(j);
+    }
+    return text;
+}
+
 /* The text of a completion, streamed or not; NULL (and why, on stderr) when
  * the request failed in any way: transport, status, an error event, a
  * stream that does not end with [DONE]. */
-static char *completion(const test_server *s, const char *model, bool stream, long *status)
+static char *completion_n(const test_server *s, const char *model, bool stream, int max_tokens,
+                          long *status)
 {
     char body[512];
-    snprintf(body, sizeof body, "{\"model\": \"%s\", \"prompt\": \"Once\", \"max_tokens\": 24, "
-                                "\"temperature\": 0, \"ignore_eos\": true, \"stream\": %s}",
-             model, stream ? "true" : "false");
+    completion_body(body, sizeof body, model, stream, max_tokens);
     http_reply r;
     *status = 0;
     if (!http_call(s, "/v1/completions", body, &r)) {
@@ -208,22 +233,16 @@ static char *completion(const test_server *s, const char *model, bool stream, lo
         json_t *t = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text");
         text = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
         json_decref(j);
-    } else if (strstr(r.body, "data: [DONE]\n\n") && !strstr(r.body, "\"error\"")) {
-        text = calloc(1, r.len + 1);
-        for (char *p = strstr(r.body, "data: {"); p; p = strstr(p + 1, "data: {")) {
-            char *end = strstr(p, "\n\n");
-            json_t *j = end ? json_loadb(p + 6, (size_t)(end - p - 6), 0, NULL) : NULL;
-            json_t *t = json_object_get(json_array_get(json_object_get(j, "choices"), 0),
-                                        "text");
-            if (json_is_string(t))
-                strcat(text, json_string_value(t));
-            json_decref(j);
-        }
-    } else {
+    } else if (!(text = stream_text(r.body, r.len))) {
         fprintf(stderr, "stream on %s did not end well: %s\n", model, r.body);
     }
     http_reply_free(&r);
     return text;
+}
+
+static char *completion(const test_server *s, const char *model, bool stream, long *status)
+{
+    return completion_n(s, model, stream, 24, status);
 }
 
 /* --- every backend of a folder ------------------------------------------------------ */
@@ -459,6 +478,81 @@ static bool await_requests_after(load *l, double since, size_t more)
     return false;
 }
 
+/* A long stream that the test starts on one version and swaps the plugin
+ * under: it is in flight at the swap once its first token has come (the old
+ * version wrote it), and still in flight when the new version was listed if
+ * a token came after that. The engine sleeps step_ms a step, so SPAN_TOKENS
+ * tokens take at least SPAN_TOKENS x 6 ms, several times a reload. */
+#define SPAN_TOKENS 400
+
+typedef struct span_request {
+    const test_server *s;
+    pthread_t thread;
+    atomic_bool first_token; /* a token has come */
+    _Atomic double last_token; /* when the last data event before [DONE] came */
+    char *body;              /* the whole event stream */
+    size_t len;
+    bool transport_ok;
+} span_request;
+
+static size_t span_collect(char *p, size_t size, size_t n, void *arg)
+{
+    span_request *r = arg;
+    size_t len = size * n;
+    char *b = realloc(r->body, r->len + len + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->len, p, len);
+    size_t from = r->len > 6 ? r->len - 6 : 0; /* an event may start in the last piece */
+    r->body = b;
+    r->len += len;
+    b[r->len] = '\0';
+    if (memmem(b + from, r->len - from, "data: {", 7)) {
+        atomic_store(&r->last_token, now_s());
+        atomic_store(&r->first_token, true);
+    }
+    return len;
+}
+
+static void *span_main(void *arg)
+{
+    span_request *r = arg;
+    char url[128], body[512];
+    snprintf(url, sizeof url, "%s/v1/completions", r->s->base);
+    completion_body(body, sizeof body, "reload_backend", true, SPAN_TOKENS);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, span_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)DEADLINE_S);
+    r->transport_ok = curl_easy_perform(c) == CURLE_OK;
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    return NULL;
+}
+
+static void span_start(span_request *r, const test_server *s)
+{
+    *r = (span_request){.s = s};
+    assert_int_equal(pthread_create(&r->thread, NULL, span_main, r), 0);
+    for (double end = now_s() + DEADLINE_S; !atomic_load(&r->first_token); nap_ms(1))
+        assert_true(now_s() < end);
+}
+
+/* Wait for the stream to end; its text, NULL if it failed. */
+static char *span_finish(span_request *r)
+{
+    pthread_join(r->thread, NULL);
+    char *text = r->transport_ok && r->body ? stream_text(r->body, r->len) : NULL;
+    if (!text)
+        fprintf(stderr, "spanning stream failed: %s\n", r->body ? r->body : "(nothing)");
+    free(r->body);
+    return text;
+}
+
 /* The load's threads, where a failed assertion (a longjmp out of the test)
  * cannot leave them: the teardown stops them. Everything they touch is
  * static or on the heap. */
@@ -556,9 +650,9 @@ static void test_replace_under_load(void **state)
     char log[1100];
     snprintf(log, sizeof log, "%s/stderr.log", dir);
     test_server *sp = &load_server, s;
-    /* One backend, as serve has always been run; 6 ms a step: a 24-token
-     * request takes 150 ms or more, longer than a reload even on a loaded
-     * machine, so requests are in flight across every swap. */
+    /* One backend, as serve has always been run; 6 ms a step, so the load's
+     * 24-token requests take 150 ms or more and the long streams started
+     * before each good swap at least 2.4 s: in flight across the swap. */
     const char *args[] = {"--plugin-dir", dir, "--backend", "reload_backend", "--set",
                           "reload_backend.step_ms=6", NULL};
     assert_true(test_server_start_logged(sp, args, log));
@@ -567,6 +661,9 @@ static void test_replace_under_load(void **state)
     long st;
     char *text_v1 = completion(&s, "reload_backend", false, &st);
     assert_non_null(text_v1);
+    char *long_v1 = completion_n(&s, "reload_backend", false, SPAN_TOKENS, &st), *long_v2 = NULL;
+    assert_non_null(long_v1);
+    size_t spans_in_flight = 0; /* spanning streams still running when the swap was listed */
 
     load *l = calloc(1, sizeof *l);
     l->s = sp;
@@ -585,6 +682,10 @@ static void test_replace_under_load(void **state)
     assert_true(await_requests_after(l, now_s() - 1000, 3));
     for (size_t i = 0; i < n_swaps; i++) {
         swap *w = &swaps[i];
+        const char *before = i ? swaps[i - 1].serving : "1.0.0";
+        static span_request span;
+        if (w->good)
+            span_start(&span, &s); /* in flight on `before` */
         if (!strcmp(w->file, "garbage"))
             install_garbage(dir, "reload_backend.so");
         else
@@ -603,10 +704,22 @@ static void test_replace_under_load(void **state)
             listed_version(&s, "reload_backend", v, sizeof v);
             assert_string_equal(v, w->serving);
         }
+        if (w->good) {
+            /* The stream in flight at the swap ends on the version it began
+             * on, whole: every token the old version's. */
+            char *text = span_finish(&span);
+            assert_non_null(text);
+            assert_string_equal(text, !strcmp(before, "1.0.0") ? long_v1 : long_v2);
+            spans_in_flight += atomic_load(&span.last_token) > w->visible;
+            free(text);
+        }
         if (!text_v2 && !strcmp(w->serving, "2.0.0")) {
             text_v2 = completion(&s, "reload_backend", true, &st);
             assert_non_null(text_v2);
             assert_string_not_equal(text_v1, text_v2); /* the versions are told apart */
+            long_v2 = completion_n(&s, "reload_backend", true, SPAN_TOKENS, &st);
+            assert_non_null(long_v2);
+            assert_string_not_equal(long_v1, long_v2);
         }
         /* Let the load run on what serves now before the next swap. */
         assert_true(await_requests_after(l, w->visible, 4));
@@ -644,15 +757,18 @@ static void test_replace_under_load(void **state)
     qsort(lat, n_lat, sizeof lat[0], cmp_double);
     fprintf(stderr, "replace under load: %zu swaps (%zu good, %zu refused), %zu requests: "
                     "%zu failed, %zu by 1.0.0, %zu by 2.0.0, %zu other; %zu in flight at a "
-                    "swap finished on the old version; SIGHUP to new version listed: median "
-                    "%.1f ms (min %.1f, max %.1f)\n", n_swaps, n_lat, n_swaps - n_lat,
-            l->n_done, l->failed, by_v1, by_v2, odd, spanning_old, lat[n_lat / 2], lat[0],
-            lat[n_lat - 1]);
+                    "swap finished on the old version; %zu of %zu long streams still ran on "
+                    "the old version when the new one was listed; SIGHUP to new version "
+                    "listed: median %.1f ms (min %.1f, max %.1f)\n", n_swaps, n_lat,
+            n_swaps - n_lat, l->n_done, l->failed, by_v1, by_v2, odd, spanning_old,
+            spans_in_flight, n_lat, lat[n_lat / 2], lat[0], lat[n_lat - 1]);
     assert_int_equal(l->failed, 0);
     assert_int_equal(odd, 0);
     assert_int_equal(wrong, 0);
     assert_true(by_v1 > 0 && by_v2 > 0);
-    assert_true(spanning_old > 0);
+    /* Not vacuous: a stream was in flight across a swap. Each lasts at
+     * least 2.4 s by the step floor, a reload well under one. */
+    assert_true(spans_in_flight > 0);
 
     /* The replaced versions are retired once their requests are over. The
      * server runs its backends in worker processes, each on a private copy
@@ -696,6 +812,8 @@ static void test_replace_under_load(void **state)
     free(l);
     free(text_v1);
     free(text_v2);
+    free(long_v1);
+    free(long_v2);
     remove_folder(dir);
 }
 
