@@ -145,19 +145,32 @@ static ilab_status cb_tokenize(ilab_backend_t *b, const char *text, size_t len, 
     return ILAB_OK;
 }
 
+/* Token 0 is a word longer than any guess a caller makes from the count of
+ * ids (real vocabularies have such tokens: runs of code indentation, long
+ * words), so a caller's retry on BUFFER_TOO_SMALL is exercised. */
+#define LONG_WORD "<|token zero: a piece longer than 32 bytes|>"
+
+static size_t piece_len(int32_t t)
+{
+    return t == 0 ? strlen(LONG_WORD) : t >= BYTE0 && t < VOCAB;
+}
+
 static ilab_status cb_detokenize(ilab_backend_t *b, const int32_t *t, size_t n, char *text, size_t cap, size_t *len)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (t[i] >= BYTE0 && t[i] < VOCAB)
-            k++;
+        k += piece_len(t[i]);
     *len = k;
     if (cap < k + 1)
         return set_error(b, ILAB_BUFFER_TOO_SMALL, "detokenize: buffer too small");
     k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (t[i] >= BYTE0 && t[i] < VOCAB)
-            text[k++] = (char)(t[i] - BYTE0);
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == 0)
+            memcpy(text + k, LONG_WORD, strlen(LONG_WORD));
+        else if (piece_len(t[i]))
+            text[k] = (char)(t[i] - BYTE0);
+        k += piece_len(t[i]);
+    }
     text[k] = '\0';
     return ILAB_OK;
 }

@@ -248,10 +248,53 @@ static void tokenize_and_detokenize(void **state)
     assert_int_equal(inferlab(NULL, "tokenize --backend counting_backend", err, sizeof err), 2);
 }
 
+/* A text longer than the CLI's first guess from the count of ids (token 0
+ * of generate_backend is a 43-byte piece): the retry makes room for all of
+ * it and its NUL. */
+static void detokenize_a_text_longer_than_the_first_guess(void **state)
+{
+    (void)state;
+    char err[4096];
+    int rc = inferlab(NULL, "detokenize --backend generate_backend 0 75 0", err, sizeof err);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    assert_string_equal(out, "<|token zero: a piece longer than 32 bytes|>H"
+                             "<|token zero: a piece longer than 32 bytes|>\n");
+    assert_int_equal(inferlab(NULL, "detokenize --backend generate_backend --json 0", err, sizeof err), 0);
+    assert_string_equal(out, "\"<|token zero: a piece longer than 32 bytes|>\"\n");
+}
+
+/* Each piece as it reads in its place: joined, the pieces of a text are the
+ * text. A SentencePiece vocabulary marks a word's leading space on the
+ * word's token, and only the first piece of a text drops it. */
+static void tokenize_pieces_join_to_the_text(void **state)
+{
+    (void)state;
+    char err[4096], args[2048];
+    const char *text = "Hello world, how are you";
+    snprintf(args, sizeof args, "tokenize --backend torchlike --plugin-dir '%s' --set "
+             "torchlike.model='%s' --set torchlike.max_context=64 '%s'", SHIPPED_PLUGIN_DIR,
+             GGUF_DIR "/llama-Q8_0.gguf", text);
+    int rc = inferlab(NULL, args, err, sizeof err);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err);
+    char joined[1024] = "";
+    int lines = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        strcat(joined, tab + 1);
+    }
+    assert_true(lines > 5); /* several words, several tokens */
+    assert_string_equal(joined, text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(run_json_streams_tokens_then_finish),
+        cmocka_unit_test(detokenize_a_text_longer_than_the_first_guess),
+        cmocka_unit_test(tokenize_pieces_join_to_the_text),
         cmocka_unit_test(run_reads_stdin_and_prints_a_stats_line),
         cmocka_unit_test(run_reads_a_prompt_file),
         cmocka_unit_test(run_through_a_sampling_backend),
