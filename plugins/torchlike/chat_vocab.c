@@ -14,8 +14,6 @@ const char *const tl_eog_texts[] = {
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL};
 
-enum { TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4 };
-
 static int piece_is(const tl_tokenizer *tok, int id, const char *text)
 {
     /* As the file spells the token ("▁" in a SentencePiece one), as
@@ -123,38 +121,6 @@ static int collect_eog(const tl_gguf *g, const tl_tokenizer *tok, id_set *s)
     return 1;
 }
 
-static int longer_first(const void *a, const void *b)
-{
-    const tl_special *x = a, *y = b;
-    return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
-}
-
-static ilab_status collect_specials(tl_chat_vocab *cv, const tl_gguf *g, const tl_tokenizer *tok,
-                                    const char *label, char *err, size_t cap)
-{
-    const tl_gguf_kv *types = g ? tl_gguf_find(g, "tokenizer.ggml.token_type") : NULL;
-    if (!types)
-        return ILAB_OK;
-    if (types->type != TL_GGUF_ARRAY || types->elem_type != TL_GGUF_INT32 ||
-        types->count != (uint64_t)tok->vocab_size) {
-        snprintf(err, cap, "GGUF %s: tokenizer.ggml.token_type must be an array of %d int32 "
-                 "(one per token)", label, tok->vocab_size);
-        return ILAB_INVALID_ARGUMENT;
-    }
-    cv->specials = calloc((size_t)tok->vocab_size, sizeof *cv->specials);
-    if (!cv->specials)
-        return ILAB_OUT_OF_MEMORY;
-    for (int id = 0; id < tok->vocab_size; id++) {
-        int32_t t;
-        memcpy(&t, types->elems + 4 * (size_t)id, 4);
-        if ((t == TYPE_CONTROL || t == TYPE_USER_DEFINED) && tok->piece_len[id] > 0)
-            cv->specials[cv->n_specials++] =
-                (tl_special){id, tok->pieces[id], (size_t)tok->piece_len[id]};
-    }
-    qsort(cv->specials, cv->n_specials, sizeof *cv->specials, longer_first);
-    return ILAB_OK;
-}
-
 ilab_status tl_chat_vocab_init(tl_chat_vocab *cv, const tl_gguf *g, const tl_tokenizer *tok,
                                const char *label, char *err, size_t err_cap)
 {
@@ -198,17 +164,13 @@ ilab_status tl_chat_vocab_init(tl_chat_vocab *cv, const tl_gguf *g, const tl_tok
     memcpy(cv->chat_template, t.s, (size_t)t.len);
     cv->chat_template[t.len] = '\0';
     cv->template_len = (size_t)t.len;
-    ilab_status st = collect_specials(cv, g, tok, label, err, err_cap);
-    if (st != ILAB_OK)
-        tl_chat_vocab_free(cv);
-    return st;
+    return ILAB_OK;
 }
 
 void tl_chat_vocab_free(tl_chat_vocab *cv)
 {
     free(cv->eog);
     free(cv->chat_template);
-    free(cv->specials);
     memset(cv, 0, sizeof *cv);
 }
 

@@ -19,19 +19,11 @@
 #include "inferlab/status.h"
 #include "tokenizer.h"
 
-typedef struct tl_special {
-    int32_t id;
-    const char *text; /* the tokenizer's piece (borrowed) */
-    size_t len;
-} tl_special;
-
 typedef struct tl_chat_vocab {
     int32_t *eog; /* EOS first (when present), then ascending; owned */
     size_t n_eog;
     char *chat_template; /* NUL-terminated, "" when the file has none; owned */
     size_t template_len;
-    tl_special *specials; /* longest text first; owned */
-    size_t n_specials;
 } tl_chat_vocab;
 
 /* The token texts that end a generation whatever their type (llama.cpp's

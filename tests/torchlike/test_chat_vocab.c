@@ -209,6 +209,35 @@ static void test_parse_special(void **state)
     unload(&l);
 }
 
+/* A special whose text begins with another special's is one token: the
+ * longer text is matched first (llama.cpp sorts its special tokens longest
+ * first before splitting the text at them), in any order in the file. */
+static void test_longer_special_first(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "<tool>", "<tool><call>",
+                                       "<call>", "a", "\xe2\x96\x81"};
+    static const int32_t types[] = {2, 3, 3, 4, 4, 3, 1, 1};
+    static const char *const swapped[] = {"<unk>", "<s>", "</s>", "<tool><call>", "<tool>",
+                                          "<call>", "a", "\xe2\x96\x81"};
+    for (int order = 0; order < 2; order++) {
+        vocab_file v = {order ? swapped : toks, types, 8, 2, -1, NULL, 0};
+        loaded l;
+        load(&v, &l);
+        int32_t ids[64];
+        size_t n = 0;
+        encode(&l, "<tool><call><tool>a<call>", 1, ids, &n);
+        int32_t both = order ? 3 : 4, tool = order ? 4 : 3;
+        assert_int_equal(n, 5); /* <tool><call>, <tool>, "▁", "a", <call> */
+        assert_int_equal(ids[0], both);
+        assert_int_equal(ids[1], tool);
+        assert_int_equal(ids[2], 7);
+        assert_int_equal(ids[3], 6);
+        assert_int_equal(ids[4], 5);
+        unload(&l);
+    }
+}
+
 static void test_llama2c_has_eos_only(void **state)
 {
     (void)state;
@@ -220,7 +249,6 @@ static void test_llama2c_has_eos_only(void **state)
     assert_int_equal(tl_chat_vocab_init(&cv, NULL, &l.tok, "model.bin", err, sizeof err), ILAB_OK);
     assert_int_equal(cv.n_eog, 1);
     assert_int_equal(cv.eog[0], 2);
-    assert_int_equal(cv.n_specials, 0);
     assert_string_equal(cv.chat_template, "");
     tl_chat_vocab_free(&cv);
     unload(&l);
@@ -279,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_eot_key_at_its_bounds),
         cmocka_unit_test(test_harmony_end_is_not_eog),
         cmocka_unit_test(test_parse_special),
+        cmocka_unit_test(test_longer_special_first),
         cmocka_unit_test(test_llama2c_has_eos_only),
         cmocka_unit_test(test_spm_refuses_pre_tokenizer),
         cmocka_unit_test(test_spm_without_space_prefix),
