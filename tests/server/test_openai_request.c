@@ -58,6 +58,18 @@ static void test_fields(void **state)
     assert_int_equal(r.top_logprobs, 2);
     assert_int_equal(r.max_tokens, 5);
     ilab_api_request_free(&r);
+    /* Token ids start at 0: 0 is an id (a vocabulary's <unk> or "!"), -1 is not. */
+    assert_true(parse(ILAB_API_COMPLETION, "{\"prompt\": [0, 7, 0], \"stop_token_ids\": [0]}", &r, &e));
+    assert_int_equal(r.n_prompt_tokens, 3);
+    assert_int_equal(r.prompt_tokens[0], 0);
+    assert_int_equal(r.n_stop_token_ids, 1);
+    assert_int_equal(r.stop_token_ids[0], 0);
+    ilab_api_request_free(&r);
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": [3, -1]}", &r, &e));
+    assert_string_equal(e.param, "prompt");
+    assert_non_null(strstr(e.message, "prompt[1]"));
+    assert_false(parse(ILAB_API_COMPLETION, "{\"prompt\": [3], \"stop_token_ids\": [-1]}", &r, &e));
+    assert_int_equal(e.http_status, 400);
 }
 
 static void test_fail_closed(void **state)
