@@ -105,18 +105,22 @@ int test_server_stop(test_server *s)
     return -1;
 }
 
+bool http_buf_append(char **data, size_t *len, const char *p, size_t n)
+{
+    char *grown = realloc(*data, *len + n + 1);
+    if (!grown)
+        return false;
+    memcpy(grown + *len, p, n);
+    *data = grown;
+    *len += n;
+    grown[*len] = '\0';
+    return true;
+}
+
 static size_t collect(char *data, size_t size, size_t nmemb, void *user)
 {
     http_reply *r = user;
-    size_t n = size * nmemb;
-    char *grown = realloc(r->body, r->len + n + 1);
-    if (!grown)
-        return 0;
-    r->body = grown;
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    r->body[r->len] = '\0';
-    return n;
+    return http_buf_append(&r->body, &r->len, data, size * nmemb) ? size * nmemb : 0;
 }
 
 static size_t header(char *data, size_t size, size_t nmemb, void *user)

@@ -42,6 +42,11 @@ bool http_call_ex(const test_server *s, const char *method, const char *path, co
 bool test_server_start_logged(test_server *s, const char *const *args, const char *stderr_path);
 void http_reply_free(http_reply *r);
 
+/* Append `n` bytes at `p` to the malloc'd buffer *data of *len bytes, kept
+ * NUL-terminated; false (the buffer as it was) when out of memory. For
+ * libcurl write callbacks. */
+bool http_buf_append(char **data, size_t *len, const char *p, size_t n);
+
 /* The value of an unlabelled or labelled metric line ("name{labels}") in
  * /metrics; -1 when absent. */
 double metric_value(const test_server *s, const char *series);

@@ -742,12 +742,7 @@ static size_t note_retry_after(char *data, size_t size, size_t nmemb, void *user
 static size_t into_buf(char *data, size_t size, size_t nmemb, void *user)
 {
     stream_buf *b = user;
-    size_t n = size * nmemb;
-    b->data = realloc(b->data, b->len + n + 1);
-    memcpy(b->data + b->len, data, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    return http_buf_append(&b->data, &b->len, data, size * nmemb) ? size * nmemb : 0;
 }
 
 /* Run `n` streaming requests at once with curl multi; bodies[i] -> out[i].

@@ -392,15 +392,7 @@ typedef struct stream_buf {
 static size_t into_buf(char *data, size_t size, size_t nmemb, void *user)
 {
     stream_buf *b = user;
-    size_t n = size * nmemb;
-    char *grown = realloc(b->data, b->len + n + 1);
-    if (!grown)
-        return 0;
-    b->data = grown;
-    memcpy(b->data + b->len, data, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    return http_buf_append(&b->data, &b->len, data, size * nmemb) ? size * nmemb : 0;
 }
 
 static void test_grace_end_cancels_and_exits(void **state)

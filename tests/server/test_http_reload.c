@@ -498,20 +498,14 @@ typedef struct span_request {
 static size_t span_collect(char *p, size_t size, size_t n, void *arg)
 {
     span_request *r = arg;
-    size_t len = size * n;
-    char *b = realloc(r->body, r->len + len + 1);
-    if (!b)
-        return 0;
-    memcpy(b + r->len, p, len);
     size_t from = r->len > 6 ? r->len - 6 : 0; /* an event may start in the last piece */
-    r->body = b;
-    r->len += len;
-    b[r->len] = '\0';
-    if (memmem(b + from, r->len - from, "data: {", 7)) {
+    if (!http_buf_append(&r->body, &r->len, p, size * n))
+        return 0;
+    if (memmem(r->body + from, r->len - from, "data: {", 7)) {
         atomic_store(&r->last_token, now_s());
         atomic_store(&r->first_token, true);
     }
-    return len;
+    return size * n;
 }
 
 static void *span_main(void *arg)
