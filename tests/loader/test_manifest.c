@@ -196,6 +196,9 @@ static void chat_capability(void **state)
     char a[2048], b[2048];
     replaced(a, sizeof a, good, "  thread_safety: sequence\n", "  thread_safety: sequence\n  chat: true\n");
     parse_fails(a, "'chat' is an ABI 1.2 capability (eog_ids(), chat_template()), but 'abi' is 1.0", 0);
+    /* 1.1 is one minor short too: a 1.1 host has neither member. */
+    replaced(b, sizeof b, a, "abi: 1.0", "abi: 1.1");
+    parse_fails(b, "but 'abi' is 1.1: declare abi 1.2", 0);
     replaced(b, sizeof b, a, "abi: 1.0", "abi: 1.2");
     m = parse_ok(b);
     assert_true(m->chat);
@@ -309,7 +312,7 @@ static void edited(char *out, size_t cap, const char *const *pairs, size_t n_pai
     }
 }
 
-/* Rules at their edges (scripts/mutations.tsv mf02 mf05 mf07 mf08). */
+/* Rules at their edges (scripts/mutations.tsv mf02 mf05 mf07 mf08 z321). */
 static void rules_at_their_edges(void **state)
 {
     char yaml[2048];
@@ -321,6 +324,24 @@ static void rules_at_their_edges(void **state)
                            "sampling: host", "sampling: backend"};
     edited(yaml, sizeof yaml, topk1, 6);
     ilab_manifest_free(parse_ok(yaml));
+
+    /* Semver numeric identifiers have no leading zero; a lone 0 is one. */
+    static const char *const zero_led[] = {"01.2.3", "1.02.3", "1.2.03"};
+    for (size_t i = 0; i < sizeof zero_led / sizeof zero_led[0]; i++) {
+        char version[32];
+        snprintf(version, sizeof version, "version: %s", zero_led[i]);
+        const char *v[] = {"version: 1.2.3-rc.1+build.5", version};
+        edited(yaml, sizeof yaml, v, 2);
+        parse_fails(yaml, "key 'version' must be semver", 2);
+    }
+    static const char *const zero_ok[] = {"version: 0.1.0", "version: 1.0.10"};
+    for (size_t i = 0; i < sizeof zero_ok / sizeof zero_ok[0]; i++) {
+        const char *v[] = {"version: 1.2.3-rc.1+build.5", zero_ok[i]};
+        edited(yaml, sizeof yaml, v, 2);
+        ilab_manifest *m = parse_ok(yaml);
+        assert_string_equal(m->version, zero_ok[i] + strlen("version: "));
+        ilab_manifest_free(m);
+    }
 
     const char *abi[] = {"abi: 1.0", "abi: 1.0x"};
     edited(yaml, sizeof yaml, abi, 2);

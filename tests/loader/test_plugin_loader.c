@@ -299,6 +299,21 @@ static void declared_null_member_is_refused(void **state)
     table.cache_stats = NULL;
     assert_int_equal(check_variant(&e, "backend member cache_stats is NULL"), ILAB_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "cache.stats: true"));
+
+    /* cache.truncate declared and seq_truncate NULL, seq_fork still set:
+     * the check is of seq_truncate itself, not of its cache neighbour. */
+    static char yaml[4096];
+    const char *at = strstr(good->manifest_yaml, "truncate: false");
+    assert_non_null(at);
+    snprintf(yaml, sizeof yaml, "%.*struncate: true%s", (int)(at - good->manifest_yaml),
+             good->manifest_yaml, at + strlen("truncate: false"));
+    e.manifest_yaml = yaml;
+    table = *good->backend;
+    assert_int_equal(check_variant(&e, NULL), ILAB_OK); /* declared and present: fine */
+    table.seq_truncate = NULL;
+    assert_non_null(table.seq_fork);
+    assert_int_equal(check_variant(&e, "backend member seq_truncate is NULL"), ILAB_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "cache.truncate: true"));
     ilab_plugin_unload(p);
 }
 

@@ -120,6 +120,10 @@ static void exit_codes(void **state)
     assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set counting_backend.fail_after=x",
                               err, sizeof err), 2);
     assert_non_null(strstr(err, "fail_after"));
+    /* A host integer with trailing junk is a usage error, not port 80. */
+    assert_int_equal(inferlab(NULL, "run --backend counting_backend --prompt x --set server.port=80x",
+                              err, sizeof err), 2);
+    assert_non_null(strstr(err, "server.port: '80x' is not an integer"));
     assert_int_equal(inferlab(NULL, "run --backend no_such_backend --prompt x", err, sizeof err), 2);
     assert_non_null(strstr(err, "no_such_backend"));
     /* A near miss names the plugin meant, and the list. */

@@ -109,6 +109,8 @@ static void errors_name_file_line_and_key(void **state)
         {"scheduler:\n  max_running: lots\n", ":2:", "max_running"},
         {"scheduler:\n  max_runing: 3\n", ":2:", "max_runing"},
         {"scheduler:\n  max_running: 0\n", ":2:", "max_running"},
+        /* A number with trailing junk is not a number. */
+        {"scheduler:\n  max_running: '4 lots'\n", ":2:", "max_running"},
         {"server: {port: 70000}\n", ":1:", "port"},
         {"plugins:\n  torchlike: [1, 2]\n", ":2:", "torchlike"},
         {"plugins:\n  torchlike:\n    model: {a: 1}\n", ":3:", "model"},
@@ -141,12 +143,16 @@ static void missing_file_and_bad_set_are_clear(void **state)
     assert_int_equal(ilab_settings_load_file(&s, "/nonexistent/inferlab.yaml", err, sizeof err), ILAB_IO);
     assert_non_null(strstr(err, "/nonexistent/inferlab.yaml"));
     const char *bad[] = {"threads=2", "torchlike.threads", ".x=1", "torchlike.=1", "scheduler.nope=1",
-                         "scheduler.max_running=x"};
+                         "scheduler.max_running=x", "server.port=80x"};
+    const int port = s.server.port;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         assert_int_equal(ilab_settings_set(&s, bad[i], err, sizeof err), ILAB_INVALID_ARGUMENT);
         assert_true(err[0] != '\0');
     }
+    /* Trailing junk is refused, not read as its leading number. */
+    assert_non_null(strstr(err, "server.port: '80x' is not an integer"));
+    assert_int_equal(s.server.port, port);
     /* an empty file is fine and changes nothing */
     const char *p = write_tmp("");
     assert_int_equal(ilab_settings_load_file(&s, p, err, sizeof err), ILAB_OK);
