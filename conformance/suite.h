@@ -232,7 +232,7 @@ bool conf_leak_slope(conf_env *env, const char *what, int warmup, int cycles,
                      bool (*cycle)(conf_env *env, int i, void *ctx, char *msg, size_t cap),
                      void *ctx, conf_result *result, char *msg, size_t cap);
 double conf_now_seconds(void);
-double conf_cpu_seconds(void); /* CPU time of this process, all threads */
+double conf_cpu_seconds(void); /* CPU time of this process and its child processes */
 
 /* ---- generation as the host does it (suites/generate.c) --------------- */
 
