@@ -292,8 +292,21 @@ static void value_types(void **state)
     assert_true(ilab_config_value_valid(ILAB_CONFIG_INT, "-12", why, sizeof why));
     assert_false(ilab_config_value_valid(ILAB_CONFIG_INT, "1.5", why, sizeof why));
     assert_false(ilab_config_value_valid(ILAB_CONFIG_INT, "", why, sizeof why));
-    assert_true(ilab_config_value_valid(ILAB_CONFIG_FLOAT, "1e-3", why, sizeof why));
-    assert_false(ilab_config_value_valid(ILAB_CONFIG_FLOAT, "nan", why, sizeof why));
+    /* A float is finite: every spelling strtod() reads as NaN or infinity is
+     * refused, as are overflows (which it reads as +-HUGE_VAL). */
+    static const char *const finite[] = {"1e-3", "0", "-0.5", "+2", "1e308", "0x1p-2"};
+    static const char *const not_finite[] = {
+        "nan",  "NAN",   "-nan",     "nan(0x1)", "inf",       "-inf", "+INF",
+        "infinity", "-Infinity", "1e999", "-1e999", "0x1p99999", "",   " 1",
+        "1 ",   "1.5x",  "abc",
+    };
+    for (size_t i = 0; i < sizeof finite / sizeof *finite; i++)
+        assert_true(ilab_config_value_valid(ILAB_CONFIG_FLOAT, finite[i], why, sizeof why));
+    for (size_t i = 0; i < sizeof not_finite / sizeof *not_finite; i++) {
+        if (ilab_config_value_valid(ILAB_CONFIG_FLOAT, not_finite[i], why, sizeof why))
+            fail_msg("float '%s' accepted", not_finite[i]);
+        assert_non_null(strstr(why, "not a finite float"));
+    }
     assert_true(ilab_config_value_valid(ILAB_CONFIG_BOOL, "false", why, sizeof why));
     assert_false(ilab_config_value_valid(ILAB_CONFIG_BOOL, "maybe", why, sizeof why));
     assert_true(ilab_config_value_valid(ILAB_CONFIG_STRING, "", why, sizeof why));
