@@ -24,9 +24,11 @@ deps:
 test-deps:
 	@scripts/install-deps.sh --test
 
-# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer;
+# SANITIZE_FLAGS adds CMake flags (CI: the compiler, -DILAB_INDEP_PLUGINS=OFF).
+SANITIZE_FLAGS ?=
 sanitize:
-	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DILAB_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DILAB_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(SANITIZE_FLAGS)"
 
 # Every libFuzzer target (clang) built and run briefly over its seed corpus
 # (docs/fuzzing.md); scripts/fuzz.sh is the long run.
