@@ -111,6 +111,7 @@ static void target_of(const http_engine *e, const http_settings *s, http_target 
     t->base_url = s->base_url;
     t->api_key = s->api_key;
     t->connect_timeout_ms = s->connect_timeout_ms;
+    t->handles = NULL; /* the probe's requests each open a connection */
 }
 
 /* --- probe: health, then the model list ------------------------------------ */
@@ -308,6 +309,7 @@ static ilab_status hb_create(const ilab_host_t *host, const ilab_config_entry_t 
         return st;
     }
     target_of(e, &b->settings, &b->target);
+    b->target.handles = http_handles_new();
     ilab_last_error_init(&b->error);
     pthread_mutex_init(&b->active_mu, NULL);
     b->eos_id = b->settings.eos_id < b->model.vocab_size ? b->settings.eos_id : -1;
@@ -321,6 +323,7 @@ static void hb_destroy(ilab_backend_t *b)
 {
     if (!b)
         return;
+    http_handles_free(b->target.handles);
     pthread_mutex_destroy(&b->active_mu);
     ilab_last_error_destroy(&b->error);
     free(b);

@@ -96,14 +96,14 @@ ilab_status http_client_request(const http_target *t, const char *path, json_t *
     memset(reply, 0, sizeof *reply);
     char url[1200];
     http_client_url(t, path, url, sizeof url);
-    CURL *curl = http_client_ready() ? curl_easy_init() : NULL;
+    CURL *curl = http_handles_take(t->handles);
     if (!curl) {
         snprintf(err, err_cap, "cannot reach %s: libcurl failed to initialise", url);
         return ILAB_IO;
     }
     char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (body && !payload) {
-        curl_easy_cleanup(curl);
+        http_handles_give_back(t->handles, curl, 1);
         snprintf(err, err_cap, "%s: the request body could not be encoded", url);
         return ILAB_INVALID_ARGUMENT;
     }
@@ -117,7 +117,7 @@ ilab_status http_client_request(const http_target *t, const char *path, json_t *
     CURLcode rc = curl_easy_perform(curl);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply->status);
     curl_slist_free_all(h);
-    curl_easy_cleanup(curl);
+    http_handles_give_back(t->handles, curl, rc == CURLE_OK);
     free(payload);
     if (!reply->body)
         reply->body = calloc(1, 1);

@@ -1,7 +1,8 @@
 /* The HTTP side of the engine adapters: libcurl requests to one server with
  * bounded timeouts, the API key, and the engines' error bodies turned into
  * messages. Every function may be called from any thread (one easy handle
- * per request; libcurl's global state is set up once). */
+ * per request at a time, taken from the instance's idle ones; libcurl's
+ * global state is set up once). */
 #ifndef ILAB_HTTP_CLIENT_H
 #define ILAB_HTTP_CLIENT_H
 
@@ -11,12 +12,15 @@
 
 #include <inferlab/inferlab.h>
 
+#include "http_handles.h"
+
 /* Where requests go. Strings borrowed; owned by the backend instance. */
 typedef struct http_target {
     const char *label;       /* e.g. "vLLM", for messages */
     const char *base_url;    /* without a trailing '/' */
     const char *api_key;     /* "" = none; sent as "Authorization: Bearer" */
     long connect_timeout_ms; /* > 0 */
+    http_handles *handles;   /* the instance's idle handles; NULL = a new connection a request */
 } http_target;
 
 /* One answer, body owned by the caller (http_reply_free). */

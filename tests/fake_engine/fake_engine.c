@@ -36,9 +36,22 @@ typedef struct options {
     int max_model_len, token_delay_ms, die_after, health_status, generate_status;
     int health_delay_ms; /* a server that accepts and then says nothing for so long */
     int publish_vocab; /* the model card carries vocab_size */
+    int min_requests_per_connection; /* 0 = no check; else fail when fewer at the end */
 } options;
 
-static options opt = {ENGINE_VLLM, "fake-tiny", "", 512, 0, 0, 200, 0, 0, 0};
+static options opt = {ENGINE_VLLM, "fake-tiny", "", 512, 0, 0, 200, 0, 0, 0, 0};
+
+/* TCP connections accepted and requests answered, for
+ * --min-requests-per-connection: a client that keeps its connections open
+ * sends many requests on each. */
+static atomic_int connections, requests;
+
+static void connection_event(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code)
+{
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&connections, 1);
+}
 
 /* Set when the server stops: a delayed /health gives up waiting, so the
  * daemon's threads end at once. */
@@ -486,6 +499,7 @@ typedef struct upload {
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
     upload *u = *con_cls;
+    atomic_fetch_add(&requests, 1);
     if (u) {
         free(u->data);
         free(u);
@@ -562,7 +576,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: fake_engine --engine vllm|sglang [--model ID] [--api-key KEY] [--max-model-len N]\n"
                     "                   [--token-delay-ms N] [--die-after N] [--health-status N] [--health-delay-ms N]\n"
-                    "                   [--generate-status N] [--publish-vocab 0|1] [-- CMD ARG...]\n");
+                    "                   [--generate-status N] [--publish-vocab 0|1]\n"
+                    "                   [--min-requests-per-connection N] [-- CMD ARG...]\n");
     return 2;
 }
 
@@ -620,6 +635,8 @@ int main(int argc, char **argv)
             opt.generate_status = atoi(v);
         else if (!strcmp(a, "--publish-vocab") && (!strcmp(v, "0") || !strcmp(v, "1")))
             opt.publish_vocab = atoi(v);
+        else if (!strcmp(a, "--min-requests-per-connection"))
+            opt.min_requests_per_connection = atoi(v);
         else
             return usage();
         i += 2; /* the option and its value */
@@ -629,6 +646,7 @@ int main(int argc, char **argv)
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0,
                                             NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, &addr,
                                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+                                            MHD_OPTION_NOTIFY_CONNECTION, connection_event, NULL,
                                             MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "fake_engine: cannot listen on 127.0.0.1\n");
@@ -649,5 +667,13 @@ int main(int argc, char **argv)
     }
     atomic_store(&stopping, true);
     MHD_stop_daemon(d);
+    int n_conn = atomic_load(&connections), n_req = atomic_load(&requests);
+    if (opt.min_requests_per_connection > 0 && n_req < opt.min_requests_per_connection * n_conn) {
+        fprintf(stderr, "fake_engine: %d requests on %d connections, fewer than %d a connection: "
+                        "the client does not keep its connections open\n",
+                n_req, n_conn, opt.min_requests_per_connection);
+        return rc ? rc : 1;
+    }
+    fprintf(stderr, "fake_engine: %d requests on %d connections\n", n_req, n_conn);
     return rc;
 }
