@@ -362,12 +362,8 @@ static ilab_status tl_create(const ilab_host_t *host, const ilab_config_entry_t 
         snprintf(error, error_cap, "torchlike: cannot start %d threads", b->threads);
         goto fail;
     }
-    /* The pool runs every product, sgemm included (one OpenBLAS call per
-     * band of rows): OpenBLAS's own threads stay out. Besides doubling the
-     * threads, they spin in sched_yield() after every call and, with one
-     * worker process per model (serve), two such processes took 2.5x the
-     * CPU of one pool each (14.6 s against 6.4 s for the harness's CCH-5). */
-    openblas_set_num_threads(1);
+    /* OpenBLAS's thread count is process-wide; the last instance created wins. */
+    openblas_set_num_threads(b->threads);
 
     int per_seq = (ck.cfg.seq_len + TL_KV_BLOCK - 1) / TL_KV_BLOCK;
     long blocks = s.kv_blocks ? s.kv_blocks : s.max_sequences * (long)per_seq;

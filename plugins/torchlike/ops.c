@@ -342,25 +342,6 @@ static void skinny_task(void *ctxp, int begin, int end, int thread)
     matmul_skinny_rows(j->w, j->x, j->out, j->T, j->d, j->n, begin, end);
 }
 
-/* out[t][begin..end) = x[t] . w[begin..end) for every t: one band of the
- * output columns, one OpenBLAS call. */
-typedef struct sgemm_job {
-    const tl_matrix *w;
-    const float *x;
-    int x_stride;
-    float *out;
-    int out_stride, T, d;
-} sgemm_job;
-
-static void sgemm_task(void *ctxp, int begin, int end, int thread)
-{
-    const sgemm_job *j = ctxp;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->T, end - begin, j->d, 1.0f, j->x,
-                j->x_stride, (const float *)j->w->data + (size_t)begin * (size_t)j->w->cols,
-                j->w->cols, 0.0f,
-                j->out + begin, j->out_stride);
-}
-
 void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_scratch *scratch,
                tl_thread_pool *pool)
 {
@@ -382,13 +363,9 @@ void tl_matmul(tl_tensor *out, const tl_tensor *x, const tl_matrix *w, tl_act_sc
         tl_parallel_for(pool, n, 32, skinny_task, &job);
         return;
     }
-    /* Each thread of the pool multiplies a band of w's rows with one
-     * single-threaded sgemm (OpenBLAS runs on one thread: backend.c). */
-    int threads = tl_thread_pool_size(pool);
-    int grain = (n + 2 * threads - 1) / (2 * threads);
-    grain = (grain + 15) / 16 * 16;
-    sgemm_job job = {w, x->data, (int)x->stride[0], out->data, (int)out->stride[0], T, d};
-    tl_parallel_for(pool, n, grain, sgemm_task, &job);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, d, 1.0f, x->data,
+                (int)x->stride[0], w->data, w->cols, 0.0f, out->data,
+                (int)out->stride[0]);
 }
 
 static void rmsnorm_row(float *o, const float *x, const float *weight, size_t d, float eps)
