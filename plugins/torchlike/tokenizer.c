@@ -696,10 +696,14 @@ void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
 {
     /* As llama.cpp's token_to_piece without `special`: control and
      * unknown-type tokens are no text; in a SentencePiece vocabulary unused
-     * ones neither, and user-defined ones are their spelling as it is. */
+     * ones neither, and user-defined ones are their spelling as it is. The
+     * type alone decides: BOS and EOS ids may be defaults naming ordinary
+     * tokens (a byte-level BPE file without bos_token_id has BOS 11, Qwen's
+     * ","). Only pieces without types (tokenizer.bin) drop BOS and EOS by id. */
     int type = t->types ? t->types[token] : TL_TOKEN_NORMAL;
-    if (token == t->bos_id || token == t->eos_id || type == TL_TOKEN_CONTROL ||
-        type == TL_TOKEN_UNKNOWN || (t->kind == TL_TOKENIZER_SPM && type == TL_TOKEN_UNUSED)) {
+    int bos_eos = !t->types && (token == t->bos_id || token == t->eos_id);
+    if (bos_eos || type == TL_TOKEN_CONTROL || type == TL_TOKEN_UNKNOWN ||
+        (t->kind == TL_TOKENIZER_SPM && type == TL_TOKEN_UNUSED)) {
         *bytes = "";
         *len = 0;
         return;

@@ -115,8 +115,9 @@ ilab_status tl_tokenizer_index_special(tl_tokenizer *t);
 const char *tl_tokenizer_kind_name(const tl_tokenizer *t);
 
 /* The bytes `token` contributes after `prev` (-1 at the start of text):
- * BOS/EOS give "", byte-fallback tokens their byte, and the leading space of
- * the first piece of a text is dropped. `token` must be in range. */
+ * control tokens give "" (BOS/EOS too where the pieces have no types),
+ * byte-fallback tokens their byte, and the leading space of the first piece
+ * of a text is dropped. `token` must be in range. */
 void tl_tokenizer_piece(const tl_tokenizer *t, int32_t prev, int32_t token,
                         const char **bytes, size_t *len);
 
