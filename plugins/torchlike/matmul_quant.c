@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "matmul_k_avx512.h"
 #include "matmul_q8_0.h"
 #include "quant_blocks.h"
 #include "simd.h"
@@ -290,7 +291,8 @@ static float q6_k_ref(const void *row, const int8_t *q, const float *d, const vo
 /* ---- AVX2 copies: the unsigned stored values u as bytes, vpmaddubsw with
  * the signed activations (|u| <= 63 and |q| <= 127: a pair fits int16),
  * then vpmaddwd with the sub-block scales (or ones) into int32 lanes. The
- * AVX-512 levels use these copies too (ADR 0024). */
+ * AVX-512 levels use these copies too, except for Q4_K, Q5_K and Q6_K with
+ * VNNI (matmul_k_avx512.c, four rows a pass; ADR 0024). */
 
 TL_TARGET_AVX2 static inline int32_t hsum_i32(__m256i v)
 {
@@ -603,7 +605,12 @@ void tl_matmul_quant_isa(tl_isa isa, const tl_matrix *w, const void *act, int T,
                          int out_stride, int r0, int r1)
 {
     tl_isa have = tl_cpu_detected();
-    dot_fn f = kernel(isa > have ? have : isa, w->type);
+    if (isa > have)
+        isa = have;
+    if (isa >= TL_ISA_AVX512_VNNI && tl_quant_act_kind(w->type) == TL_ACT_Q8K &&
+        tl_matmul_k_avx512(w, act, T, out, out_stride, r0, r1))
+        return;
+    dot_fn f = kernel(isa, w->type);
     int per = tl_dtype_block_values(w->type), nb = w->cols / per;
     const int8_t *q;
     const float *scale;

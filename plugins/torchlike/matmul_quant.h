@@ -22,8 +22,6 @@
 void tl_matmul_dequant(const tl_matrix *w, const float *x, size_t x_stride, int T, float *out,
                        int out_stride, int r0, int r1);
 
-#endif
-
 /* ---- integer kernels ----------------------------------------------------
  * Which quantised activations a weight type's integer kernel takes:
  *  - TL_ACT_Q8 (Q4_0, Q4_1, Q5_0, Q5_1; Q8_0 has matmul_q8_0.c): blocks of
@@ -57,3 +55,5 @@ void tl_matmul_quant_isa(tl_isa isa, const tl_matrix *w, const void *act, int T,
                          int out_stride, int r0, int r1);
 void tl_matmul_quant(const tl_matrix *w, const void *act, int T, float *out, int out_stride,
                      int r0, int r1);
+
+#endif
