@@ -23,6 +23,7 @@ static inline void prefetch_block(const unsigned char *blk, size_t bytes, const 
     const unsigned char *p = blk + PREFETCH_AHEAD;
     if (!stop || p + bytes > stop)
         return;
+#pragma GCC unroll 4
     for (size_t o = 0; o < bytes; o += 64)
         __builtin_prefetch(p + o);
 }

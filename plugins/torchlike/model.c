@@ -319,9 +319,7 @@ static void attention_task(void *ctxp, int begin, int end, int thread)
                                   (size_t)(ahead % TL_KV_BLOCK) * (size_t)kv_dim + head_off, hs);
             const float *val = tl_kv_values(job->kv, blocks[p / TL_KV_BLOCK], job->layer) +
                                (size_t)(p % TL_KV_BLOCK) * (size_t)kv_dim + head_off;
-            float a = att[p];
-            for (int j = 0; j < hs; j++)
-                out[j] += a * val[j];
+            tl_axpy(out, att[p], val, hs);
         }
     }
 }

@@ -177,6 +177,16 @@ float tl_dot(const float *a, const float *b, int n)
     return s;
 }
 
+/* y += a * x: attention adds one value row per position this way, as many
+ * times a step as it takes dot products; compiled per ISA like tl_dot (the
+ * baseline build would give it 128-bit vectors). */
+TL_CLONES
+void tl_axpy(float *y, float a, const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
 /* The block types other than Q8_0, and bf16: the integer kernels on the
  * activations quantised as the type wants (matmul_quant.h), or the float
  * path for bf16. */

@@ -88,5 +88,7 @@ void tl_add(tl_tensor *x, const tl_tensor *y);
 void tl_embedding(tl_tensor *out, const tl_matrix *table, const int *ids);
 
 float tl_dot(const float *a, const float *b, int n);
+/* y[i] += a * x[i] for i < n. */
+void tl_axpy(float *y, float a, const float *x, int n);
 
 #endif
