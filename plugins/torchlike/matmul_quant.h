@@ -48,9 +48,12 @@ void tl_quantize_act_q8k(const float *x, int cols, int8_t *q, float *d, int16_t 
 /* out[t * out_stride + r] = w[r] . x[t] for rows [r0, r1), tokens [0, T),
  * w of a type whose tl_quant_act_kind is TL_ACT_Q8 (act: tl_q8_act) or
  * TL_ACT_Q8K (act: tl_q8k_act). Each row is read once for all tokens. The
- * integer sums of every ISA's copy equal the scalar reference's, and the
- * float steps are the same scalar code, so all copies give the same
- * floats. Any thread. */
+ * integer sums of every ISA's copy equal the scalar reference's. For the
+ * legacy types the float steps are the same scalar code too, so all copies
+ * give the same floats; the K types' vector copies add their block terms in
+ * float lanes and differ from the reference in the last bits, within
+ * 1e-5 * sum_i |w_i| (|x_i| + d_b/2) (ADR 0024). For one ISA, a row's result
+ * never depends on the split of rows over calls. Any thread. */
 void tl_matmul_quant_isa(tl_isa isa, const tl_matrix *w, const void *act, int T, float *out,
                          int out_stride, int r0, int r1);
 void tl_matmul_quant(const tl_matrix *w, const void *act, int T, float *out, int out_stride,
