@@ -1,32 +1,13 @@
 #include "matmul_k_avx512.h"
 
-#include <string.h>
-
 #include "quant_blocks.h"
+#include "k_rows.h"
 #include "simd.h"
 
 #if TL_X86
 #include <immintrin.h>
 
-#define ROWS 4 /* weight rows a pass */
-
-/* Software prefetch of the block PREFETCH_AHEAD bytes after `blk`, never
- * at or past `stop` (the end of this call's rows: the next rows are usually
- * another thread's), issued next to the block's own work. Without it one
- * thread streamed a Q6_K model at about 6.6 GB/s (bench/gguf, 110M shape,
- * 73 tokens/s): a pass reads its four rows interleaved, block by block,
- * which the hardware prefetchers follow poorly. A burst of prefetches per
- * pass instead stalled on the fill buffers. */
-#define PREFETCH_AHEAD 8192
-static inline void prefetch_block(const unsigned char *blk, size_t bytes, const unsigned char *stop)
-{
-    const unsigned char *p = blk + PREFETCH_AHEAD;
-    if (!stop || p + bytes > stop)
-        return;
-#pragma GCC unroll 4
-    for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch(p + o);
-}
+#define ROWS TL_K_ROWS
 
 /* ---- Q4_K and Q5_K ------------------------------------------------------
  * A block's 128 bytes of nibbles as two 64-byte vectors: qs[32c + l] holds
@@ -123,7 +104,7 @@ k4_rows(const unsigned char *row, size_t row_bytes, const unsigned char *stop, i
                 const tl_block_q4_k *b = (const tl_block_q4_k *)(const void *)blk + i;
                 dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs;
             }
-            prefetch_block(blk + (q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k)) * (size_t)i,
+            tl_prefetch_block(blk + (q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k)) * (size_t)i,
                            q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k), stop);
             uint32_t sw[4];
             tl_k4_scale_words(scales, sw);
@@ -191,7 +172,7 @@ q6_rows(const unsigned char *row, size_t row_bytes, const unsigned char *stop, i
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             const tl_block_q6_k *b = (const tl_block_q6_k *)(const void *)(row + (size_t)k * row_bytes) + i;
-            prefetch_block((const unsigned char *)b, sizeof *b, stop);
+            tl_prefetch_block((const unsigned char *)b, sizeof *b, stop);
             __m512i isum = q6_block(b, x, bsv);
             acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(_cvtsh_ss(b->d) * d[i]), acc[k]);
         }
@@ -233,20 +214,7 @@ int tl_matmul_k_avx512(const tl_matrix *w, const tl_q8k_act *a, int T, float *ou
     if ((t != TL_DTYPE_Q4_K && t != TL_DTYPE_Q5_K && t != TL_DTYPE_Q6_K) ||
         tl_cpu_detected() < TL_ISA_AVX512_VNNI)
         return 0;
-    int nb = w->cols / TL_QK_K;
-    size_t row_bytes = tl_dtype_row_bytes(t, w->cols);
-    /* prefetch only for the first token: the later ones find the rows in L1 */
-    const unsigned char *stop = (const unsigned char *)w->data + (size_t)r1 * row_bytes;
-    for (int r = r0; r < r1; r += ROWS) {
-        int nr = r1 - r < ROWS ? r1 - r : ROWS;
-        const unsigned char *row = (const unsigned char *)w->data + (size_t)r * row_bytes;
-        for (int tok = 0; tok < T; tok++) {
-            float res[ROWS];
-            rows_pass(t, row, row_bytes, tok ? NULL : stop, nr, a->q + (size_t)tok * (size_t)w->cols, a->d + (size_t)tok * (size_t)nb,
-                      a->bsums + (size_t)tok * (size_t)(w->cols / 16), nb, res);
-            memcpy(out + (size_t)tok * (size_t)out_stride + (size_t)r, res, (size_t)nr * sizeof *res);
-        }
-    }
+    tl_k_rows_drive(rows_pass, w, a, T, out, out_stride, r0, r1);
     return 1;
 }
 

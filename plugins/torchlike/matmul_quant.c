@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "matmul_k_avx2.h"
 #include "matmul_k_avx512.h"
 #include "matmul_q8_0.h"
 #include "quant_blocks.h"
@@ -291,8 +292,9 @@ static float q6_k_ref(const void *row, const int8_t *q, const float *d, const vo
 /* ---- AVX2 copies: the unsigned stored values u as bytes, vpmaddubsw with
  * the signed activations (|u| <= 63 and |q| <= 127: a pair fits int16),
  * then vpmaddwd with the sub-block scales (or ones) into int32 lanes. The
- * AVX-512 levels use these copies too, except for Q4_K, Q5_K and Q6_K with
- * VNNI (matmul_k_avx512.c, four rows a pass; ADR 0024). */
+ * AVX-512 levels use these copies too. Q4_K, Q5_K and Q6_K have four-row
+ * copies instead (matmul_k_avx2.c, and matmul_k_avx512.c with VNNI; ADR
+ * 0024). */
 
 TL_TARGET_AVX2 static inline int32_t hsum_i32(__m256i v)
 {
@@ -322,35 +324,6 @@ TL_TARGET_AVX2 static inline __m256i dot32_scaled(__m256i u, const int8_t *q, in
 {
     __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(const void *)q)), s);
-}
-
-/* Eight small ints (int32 lanes) as dwords holding the value in both int16
- * halves; then SCALES2 picks the vpmaddwd factor vector whose first 16
- * bytes' pairs get dword a's value and the last 16 bytes' dword b's. */
-TL_TARGET_AVX2 static inline __m256i dup16(__m256i v)
-{
-    v = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
-    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-}
-#define SCALES2(v, a, b) _mm256_permutevar8x32_epi32((v), _mm256_setr_epi32(a, a, a, a, b, b, b, b))
-
-TL_TARGET_AVX2 static inline __m256i madd_by(__m256i u, const int8_t *q, __m256i scales)
-{
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(const void *)q)),
-                             scales);
-}
-
-/* sum over k < 8 of mn[k] * (bs[2k] + bs[2k + 1]), the mins as the bytes
- * of two words (|bs| <= 16 * 127: pairs fit int16) */
-TL_TARGET_AVX2 static inline int32_t mins_dot(uint32_t mn_lo, uint32_t mn_hi, const int16_t *bs)
-{
-    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(const void *)bs),
-                                   _mm_loadu_si128((const __m128i *)(const void *)(bs + 8)));
-    __m128i m = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn_hi, (int)mn_lo));
-    __m128i s = _mm_madd_epi16(pairs, m);
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
 }
 
 /* a legacy block's 16 bytes of nibbles as 32 values: low nibbles first */
@@ -480,89 +453,6 @@ TL_TARGET_AVX2 static float q3_k_avx2(const void *row, const int8_t *q, const fl
     return hsum_f32(accf) + sum;
 }
 
-/* Q4_K and Q5_K: with or without the fifth bits */
-TL_TARGET_AVX2 __attribute__((always_inline)) static inline float k4_avx2(const tl_block_q4_k *b4, const tl_block_q5_k *b5,
-                                           const int8_t *q, const float *d, const int16_t *bs, int nb)
-{
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    __m256 accf = _mm256_setzero_ps();
-    float sum = 0.0f;
-    for (int i = 0; i < nb; i++, q += 256, bs += 16) {
-        const uint8_t *scales = b5 ? b5[i].scales : b4[i].scales;
-        const uint8_t *qs = b5 ? b5[i].qs : b4[i].qs;
-        uint16_t dh = b5 ? b5[i].d : b4[i].d, mh = b5 ? b5[i].dmin : b4[i].dmin;
-        uint32_t sw[4];
-        tl_k4_scale_words(scales, sw);
-        __m256i s8 = dup16(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sw[1], (int)sw[0])));
-        __m256i hb = b5 ? _mm256_loadu_si256((const __m256i *)(const void *)b5[i].qh) : _mm256_setzero_si256();
-        __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if (b5) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
-                hb = _mm256_srli_epi16(hb, 2);
-            }
-            acc = _mm256_add_epi32(acc, madd_by(lo, q + 64 * c, SCALES2(s8, 2 * c, 2 * c)));
-            acc = _mm256_add_epi32(acc, madd_by(hi, q + 64 * c + 32, SCALES2(s8, 2 * c + 1, 2 * c + 1)));
-        }
-        accf = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dh) * d[i]), _mm256_cvtepi32_ps(acc), accf);
-        sum -= (_cvtsh_ss(mh) * d[i]) * (float)mins_dot(sw[2], sw[3], bs);
-    }
-    return hsum_f32(accf) + sum;
-}
-
-TL_TARGET_AVX2 static float q4_k_avx2(const void *row, const int8_t *q, const float *d,
-                                      const void *sums, int nb)
-{
-    return k4_avx2(row, NULL, q, d, sums, nb);
-}
-
-TL_TARGET_AVX2 static float q5_k_avx2(const void *row, const int8_t *q, const float *d,
-                                      const void *sums, int nb)
-{
-    return k4_avx2(NULL, row, q, d, sums, nb);
-}
-
-TL_TARGET_AVX2 static float q6_k_avx2(const void *row, const int8_t *q, const float *d,
-                                      const void *sums, int nb)
-{
-    const tl_block_q6_k *b = row;
-    const int16_t *bs = sums;
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    __m256 accf = _mm256_setzero_ps();
-    float sum = 0.0f;
-    for (int i = 0; i < nb; i++, q += 256, bs += 16) {
-        const int8_t *sc = b[i].scales;
-        __m256i acc = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = b[i].ql + 64 * h;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(b[i].qh + 32 * h));
-            __m256i u[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4)),
-            };
-            __m256i s8 = dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(sc + 8 * h))));
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                acc = _mm256_add_epi32(acc, madd_by(u[k], q + 128 * h + 32 * k, SCALES2(s8, 2 * k, 2 * k + 1)));
-        }
-        __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc)),
-                                        _mm256_loadu_si256((const __m256i *)(const void *)bs));
-        acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(off, 5));
-        accf = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * d[i]), _mm256_cvtepi32_ps(acc), accf);
-    }
-    return hsum_f32(accf) + sum;
-}
 #endif
 
 /* ---- rows and tokens ---------------------------------------------------- */
@@ -578,10 +468,7 @@ static dot_fn kernel(tl_isa isa, tl_dtype t)
         case TL_DTYPE_Q5_1: return q5_1_avx2;
         case TL_DTYPE_Q2_K: return q2_k_avx2;
         case TL_DTYPE_Q3_K: return q3_k_avx2;
-        case TL_DTYPE_Q4_K: return q4_k_avx2;
-        case TL_DTYPE_Q5_K: return q5_k_avx2;
-        case TL_DTYPE_Q6_K: return q6_k_avx2;
-        default: return NULL;
+        default: break; /* Q4_K .. Q6_K: matmul_k_avx2.c */
         }
     }
 #else
@@ -607,8 +494,9 @@ void tl_matmul_quant_isa(tl_isa isa, const tl_matrix *w, const void *act, int T,
     tl_isa have = tl_cpu_detected();
     if (isa > have)
         isa = have;
-    if (isa >= TL_ISA_AVX512_VNNI && tl_quant_act_kind(w->type) == TL_ACT_Q8K &&
-        tl_matmul_k_avx512(w, act, T, out, out_stride, r0, r1))
+    if (tl_quant_act_kind(w->type) == TL_ACT_Q8K &&
+        ((isa >= TL_ISA_AVX512_VNNI && tl_matmul_k_avx512(w, act, T, out, out_stride, r0, r1)) ||
+         (isa >= TL_ISA_AVX2 && tl_matmul_k_avx2(w, act, T, out, out_stride, r0, r1))))
         return;
     dot_fn f = kernel(isa, w->type);
     int per = tl_dtype_block_values(w->type), nb = w->cols / per;

@@ -305,7 +305,7 @@ void tl_matvec_multi(float *const *outs, const tl_matrix *const *ws, int n_produ
     }
     quantize_rows(kind, x, 0, 1, ws[0]->cols, scratch);
     matvec_job job = {outs, ws, n_products, x, scratch};
-    /* Chunks of 64 rows: long sequential runs, and few enough hand-offs. */
+    /* At least 64 rows a chunk: long sequential runs, and few enough hand-offs. */
     tl_parallel_for(pool, total, 64, matvec_task, &job);
 }
 

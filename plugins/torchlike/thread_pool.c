@@ -16,7 +16,7 @@
 typedef struct job_slot {
     tl_task_fn fn;
     void *ctx;
-    int n, grain;
+    int n, grain, threads;
     atomic_int next;   /* first index not yet handed out */
     atomic_int active; /* threads between arriving at this job and leaving it */
 } job_slot;
@@ -36,17 +36,27 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-/* Chunks of `grain` are handed out first come, first served: on a machine
- * shared with other work a descheduled thread does not hold up the rest.
- * Which thread runs a chunk never changes what the chunk computes. */
+/* Chunks are handed out first come, first served: on a machine shared
+ * with other work a descheduled thread does not hold up the rest. Each
+ * chunk is a share of what is left (a multiple of `grain`, at least one):
+ * large at first, so each thread streams long runs of rows (the K kernels'
+ * prefetch stops at a chunk's end), and small at the end, so the threads
+ * finish together. Which thread runs a chunk never changes what the chunk
+ * computes. */
 static void run_chunks(job_slot *s, int index)
 {
+    int begin = atomic_load(&s->next);
     for (;;) {
-        int begin = atomic_fetch_add(&s->next, s->grain);
         if (begin >= s->n)
             return;
-        int end = begin + s->grain < s->n ? begin + s->grain : s->n;
+        int size = (s->n - begin) / (2 * s->threads) / s->grain * s->grain;
+        if (size < s->grain)
+            size = s->grain;
+        if (!atomic_compare_exchange_weak(&s->next, &begin, begin + size))
+            continue; /* begin now holds the current value */
+        int end = begin + size < s->n ? begin + size : s->n;
         s->fn(s->ctx, begin, end, index);
+        begin = atomic_load(&s->next);
     }
 }
 
@@ -163,6 +173,7 @@ void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *c
     s->ctx = ctx;
     s->n = n;
     s->grain = grain;
+    s->threads = p->n_threads;
     atomic_store(&s->next, 0);
     pthread_mutex_lock(&p->lock);
     atomic_store(&p->job, job);

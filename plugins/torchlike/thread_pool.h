@@ -21,8 +21,10 @@ ilab_status tl_thread_pool_create(int n_threads, tl_thread_pool **out);
 void tl_thread_pool_destroy(tl_thread_pool *pool);
 int tl_thread_pool_size(const tl_thread_pool *pool);
 
-/* Run fn over [0, n) in chunks of `grain` (the last may be shorter), shared
- * out among the threads and the caller, and wait for all of them. */
+/* Run fn over [0, n) in chunks, shared out among the threads and the
+ * caller, and wait for all of them. Every chunk starts at a multiple of
+ * `grain` and, but for the last, is a multiple of it in length: a share of
+ * what is left, so the first chunks are long and the last ones `grain`. */
 void tl_parallel_for(tl_thread_pool *pool, int n, int grain, tl_task_fn fn, void *ctx);
 
 #endif

@@ -1,7 +1,8 @@
 /* Adversarial cases for the K-type integer products (Q2_K .. Q6_K):
- * tl_matmul_quant_isa at every ISA level this CPU has, tl_matmul_k_avx512
- * called directly, and tl_quantize_act_q8k. Written from the headers'
- * contract (matmul_quant.h, matmul_k_avx512.h, quant_blocks.h) and the
+ * tl_matmul_quant_isa at every ISA level this CPU has, the four-row copies
+ * tl_matmul_k_avx2 and tl_matmul_k_avx512 called directly, and
+ * tl_quantize_act_q8k. Written from the headers' contract (matmul_quant.h,
+ * matmul_k_avx2.h, matmul_k_avx512.h, quant_blocks.h) and the
  * reference dequantisation (dequant_ref.c), not from the kernels.
  *
  * Every product is checked against:
@@ -37,6 +38,7 @@
 #include <cmocka.h>
 
 #include "cpu.h"
+#include "matmul_k_avx2.h"
 #include "matmul_k_avx512.h"
 #include "matmul_quant.h"
 #include "quant_blocks.h"
@@ -62,7 +64,7 @@ static int has_min(tl_dtype t)
 {
     return t == TL_DTYPE_Q2_K || t == TL_DTYPE_Q4_K || t == TL_DTYPE_Q5_K;
 }
-static int has_512_copy(tl_dtype t)
+static int has_multirow_copy(tl_dtype t)
 {
     return t == TL_DTYPE_Q4_K || t == TL_DTYPE_Q5_K || t == TL_DTYPE_Q6_K;
 }
@@ -114,20 +116,35 @@ static void end_test(const char *name)
 /* ---- kernels under test ----------------------------------------------- */
 
 static tl_isa max_isa;     /* best level of this CPU */
-static int have_512;       /* tl_matmul_k_avx512 must do Q4_K/Q5_K/Q6_K */
-#define K_DIRECT 5         /* kernel index of tl_matmul_k_avx512 */
-static int nkernels(void) { return K_DIRECT + 1; }
-static int kernel_usable(int k) { return k == K_DIRECT || k <= (int)max_isa; }
+/* The four-row copies, called directly: each must do Q4_K/Q5_K/Q6_K on a
+ * CPU at its level and may decline below it. */
+typedef int (*direct_fn)(const tl_matrix *w, const tl_q8k_act *a, int T, float *out, int out_stride,
+                         int r0, int r1);
+static const struct {
+    const char *name;
+    direct_fn fn;
+    tl_isa needs;
+} directs[] = {
+    {"tl_matmul_k_avx2", tl_matmul_k_avx2, TL_ISA_AVX2},
+    {"tl_matmul_k_avx512", tl_matmul_k_avx512, TL_ISA_AVX512_VNNI},
+};
+#define K_DIRECT 5 /* kernel index of directs[0]; the ISA levels come first */
+#define NDIRECT ((int)(sizeof directs / sizeof directs[0]))
+#define NKERNELS (K_DIRECT + NDIRECT)
+static int nkernels(void) { return NKERNELS; }
+static int kernel_usable(int k) { return k >= K_DIRECT || k <= (int)max_isa; }
 static const char *kernel_name(int k)
 {
-    return k == K_DIRECT ? "tl_matmul_k_avx512" : tl_isa_name((tl_isa)k);
+    return k >= K_DIRECT ? directs[k - K_DIRECT].name : tl_isa_name((tl_isa)k);
 }
+/* the direct kernel must run here (this CPU has its level) */
+static int direct_expected(int k) { return max_isa >= directs[k - K_DIRECT].needs; }
 /* 1 when the kernel did the product */
 static int run_kernel(int k, const tl_matrix *w, const tl_q8k_act *a, int T, float *out, int stride,
                       int r0, int r1)
 {
-    if (k == K_DIRECT)
-        return tl_matmul_k_avx512(w, a, T, out, stride, r0, r1);
+    if (k >= K_DIRECT)
+        return directs[k - K_DIRECT].fn(w, a, T, out, stride, r0, r1);
     tl_matmul_quant_isa((tl_isa)k, w, a, T, out, stride, r0, r1);
     return 1;
 }
@@ -136,9 +153,9 @@ static int setup(void **state)
 {
     (void)state;
     max_isa = tl_cpu_detected();
-    have_512 = max_isa >= TL_ISA_AVX512_VNNI;
-    printf("CPU level %s; tl_matmul_k_avx512 %s\n", tl_isa_name(max_isa),
-           have_512 ? "expected to run" : "may decline");
+    printf("CPU level %s\n", tl_isa_name(max_isa));
+    for (int k = K_DIRECT; k < NKERNELS; k++)
+        printf("%s %s\n", kernel_name(k), direct_expected(k) ? "expected to run" : "may decline");
     return 0;
 }
 
@@ -472,8 +489,8 @@ static int is_sent(const float *o)
 
 /* bitwise differences of the SIMD copies from the scalar reference (the
  * header says the copies give the same floats; the bound is what fails) */
-static long bit_diffs[K_DIRECT + 1][NKTYPES], compared[K_DIRECT + 1][NKTYPES];
-static double worst_ref[K_DIRECT + 1][NKTYPES]; /* largest |copy - scalar| / bound */
+static long bit_diffs[NKERNELS][NKTYPES], compared[NKERNELS][NKTYPES];
+static double worst_ref[NKERNELS][NKTYPES]; /* largest |copy - scalar| / bound */
 static int type_index(tl_dtype t)
 {
     for (int i = 0; i < NKTYPES; i++)
@@ -491,7 +508,7 @@ static void check(const char *label, const mat *w, const float *x, const qact *q
     tl_dtype t = w->m.type;
     int rows = w->m.rows, cols = w->m.cols, nb = cols / TL_QK_K;
     size_t n = (size_t)T * (size_t)stride;
-    float *full[K_DIRECT + 1] = {0};
+    float *full[NKERNELS] = {0};
     float *buf = malloc(n * sizeof *buf);
 
     for (int k = 0; k < nkernels(); k++) {
@@ -500,15 +517,15 @@ static void check(const char *label, const mat *w, const float *x, const qact *q
         full[k] = malloc(n * sizeof(float));
         fill_sent(full[k], n);
         int did = run_kernel(k, &w->m, &qa->a, T, full[k], stride, 0, rows);
-        if (k == K_DIRECT) {
-            if (!has_512_copy(t)) {
+        if (k >= K_DIRECT) {
+            if (!has_multirow_copy(t)) {
                 if (did)
-                    report("%s %s: tl_matmul_k_avx512 returned 1 for a type without a 512-bit copy",
-                           tl_dtype_name(t), label);
+                    report("%s %s: %s returned 1 for a type without a four-row copy",
+                           tl_dtype_name(t), label, kernel_name(k));
                 for (size_t i = 0; i < n; i++)
                     if (!is_sent(full[k] + i)) {
-                        report("%s %s: tl_matmul_k_avx512 declined but wrote out[%zu]",
-                               tl_dtype_name(t), label, i);
+                        report("%s %s: %s declined but wrote out[%zu]",
+                               tl_dtype_name(t), label, kernel_name(k), i);
                         break;
                     }
                 free(full[k]);
@@ -516,9 +533,9 @@ static void check(const char *label, const mat *w, const float *x, const qact *q
                 continue;
             }
             if (!did) {
-                if (have_512)
-                    report("%s %s: tl_matmul_k_avx512 declined on an AVX-512 VNNI CPU",
-                           tl_dtype_name(t), label);
+                if (direct_expected(k))
+                    report("%s %s: %s declined on a CPU at its level",
+                           tl_dtype_name(t), label, kernel_name(k));
                 free(full[k]);
                 full[k] = NULL;
                 continue;
@@ -890,42 +907,43 @@ static void test_cancellation(void **state)
     end_test("cancellation");
 }
 
-/* tl_matmul_k_avx512's own contract: it takes Q4_K, Q5_K and Q6_K on an
- * AVX-512 VNNI CPU and declines the other K types without writing */
-static void test_k_avx512_direct(void **state)
+/* The four-row copies' own contract: each takes Q4_K, Q5_K and Q6_K on a
+ * CPU at its level and declines the other K types without writing */
+static void test_k_direct(void **state)
 {
     (void)state;
     begin_test();
     int rows = 7, cols = 256, T = 2, stride = 10;
-    for (int ti = 0; ti < NKTYPES; ti++) {
-        tl_dtype t = ktypes[ti];
-        mat w;
-        make_mat(&w, t, WP_RANDOM, rows, cols);
-        float *x = malloc((size_t)T * (size_t)cols * sizeof *x);
-        make_x(x, cols, AP_RANDOM, 0);
-        make_x(x + cols, cols, AP_ALT, 0);
-        qact qa;
-        quant(x, T, cols, &qa);
-        float *o = malloc((size_t)T * (size_t)stride * sizeof *o);
-        fill_sent(o, (size_t)T * (size_t)stride);
-        int did = tl_matmul_k_avx512(&w.m, &qa.a, T, o, stride, 2, 6);
-        if (has_512_copy(t) && have_512 && !did)
-            report("%s: tl_matmul_k_avx512 declined on an AVX-512 VNNI CPU", tl_dtype_name(t));
-        if (!has_512_copy(t)) {
-            if (did)
-                report("%s: tl_matmul_k_avx512 took a type it has no copy of", tl_dtype_name(t));
-            for (int i = 0; i < T * stride; i++)
-                if (!is_sent(o + i)) {
-                    report("%s: tl_matmul_k_avx512 declined but wrote out[%d]", tl_dtype_name(t), i);
-                    break;
-                }
+    for (int k = K_DIRECT; k < NKERNELS; k++)
+        for (int ti = 0; ti < NKTYPES; ti++) {
+            tl_dtype t = ktypes[ti];
+            mat w;
+            make_mat(&w, t, WP_RANDOM, rows, cols);
+            float *x = malloc((size_t)T * (size_t)cols * sizeof *x);
+            make_x(x, cols, AP_RANDOM, 0);
+            make_x(x + cols, cols, AP_ALT, 0);
+            qact qa;
+            quant(x, T, cols, &qa);
+            float *o = malloc((size_t)T * (size_t)stride * sizeof *o);
+            fill_sent(o, (size_t)T * (size_t)stride);
+            int did = run_kernel(k, &w.m, &qa.a, T, o, stride, 2, 6);
+            if (has_multirow_copy(t) && direct_expected(k) && !did)
+                report("%s: %s declined on a CPU at its level", tl_dtype_name(t), kernel_name(k));
+            if (!has_multirow_copy(t)) {
+                if (did)
+                    report("%s: %s took a type it has no copy of", tl_dtype_name(t), kernel_name(k));
+                for (int i = 0; i < T * stride; i++)
+                    if (!is_sent(o + i)) {
+                        report("%s: %s declined but wrote out[%d]", tl_dtype_name(t), kernel_name(k), i);
+                        break;
+                    }
+            }
+            free(o);
+            free_qact(&qa);
+            free(x);
+            free_mat(&w);
         }
-        free(o);
-        free_qact(&qa);
-        free(x);
-        free_mat(&w);
-    }
-    end_test("tl_matmul_k_avx512");
+    end_test("four-row copies, direct");
 }
 
 /* ---- memory against PROT_NONE pages ------------------------------------ */
@@ -1015,7 +1033,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packing_helpers),
         cmocka_unit_test(test_quantize_act_q8k),
-        cmocka_unit_test(test_k_avx512_direct),
+        cmocka_unit_test(test_k_direct),
         cmocka_unit_test(test_blocks_q2_k),
         cmocka_unit_test(test_blocks_q3_k),
         cmocka_unit_test(test_blocks_q4_k),
