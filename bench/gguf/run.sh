@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/gguf: torchlike against llama.cpp on the same GGUF files (issue 26 item 5).
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin GGUF_PY=/path/to/llama.cpp/gguf-py \
-#   BENCH_GGUF=build/bench/gguf/bench_gguf bench/gguf/run.sh [WORKDIR] [ROUNDS]
+#   BENCH_GGUF=build/bench/gguf/bench_gguf [TYPES="Q8_0 Q4_K_M"] bench/gguf/run.sh [WORKDIR] [ROUNDS]
 # Makes the 110M-class random llama model (make_model.py), quantises it with
 # llama-quantize to F32, Q8_0, Q4_K_M, Q6_K, then per type and 1 and 2 threads
 # runs ROUNDS paired rounds (torchlike decode 128, llama-bench -p 0 -n 128,
@@ -23,7 +23,7 @@ lb() { "$LLAMA_CPP_BIN/llama-bench" -m "$1" -t "$2" $3 -r 1 -o csv 2>/dev/null |
 med() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| type | threads | torchlike decode | llama.cpp decode | ratio | torchlike prefill | llama.cpp prefill | ratio | bytes/token | limit tok/s |\n|---|---|---|---|---|---|---|---|---|---|\n'
-for t in F32 Q8_0 Q4_K_M Q6_K; do
+for t in ${TYPES:-F32 Q8_0 Q4_K_M Q6_K}; do
   f="$DIR/$t.gguf"
   for th in 1 2; do
     : > "$DIR/r"
