@@ -49,13 +49,15 @@ static void run_chunks(job_slot *s, int index)
     for (;;) {
         if (begin >= s->n)
             return;
-        int size = (s->n - begin) / (2 * s->threads) / s->grain * s->grain;
+        int left = s->n - begin;
+        int size = left / (2 * s->threads) / s->grain * s->grain;
         if (size < s->grain)
             size = s->grain;
+        if (size > left)
+            size = left; /* the last chunk; and begin + size stays <= n, so no int overflow */
         if (!atomic_compare_exchange_weak(&s->next, &begin, begin + size))
             continue; /* begin now holds the current value */
-        int end = begin + size < s->n ? begin + size : s->n;
-        s->fn(s->ctx, begin, end, index);
+        s->fn(s->ctx, begin, begin + size, index);
         begin = atomic_load(&s->next);
     }
 }

@@ -24,7 +24,8 @@ int tl_thread_pool_size(const tl_thread_pool *pool);
 /* Run fn over [0, n) in chunks, shared out among the threads and the
  * caller, and wait for all of them. Every chunk starts at a multiple of
  * `grain` and, but for the last, is a multiple of it in length: a share of
- * what is left, so the first chunks are long and the last ones `grain`. */
+ * what is left, so the first chunks are long and the last ones `grain`.
+ * With one thread, or n <= grain, the one chunk is [0, n). */
 void tl_parallel_for(tl_thread_pool *pool, int n, int grain, tl_task_fn fn, void *ctx);
 
 #endif
