@@ -1,5 +1,6 @@
 /* torchlike — 256-bit copies of the Q4_K, Q5_K and Q6_K products (AVX2 +
- * FMA + F16C), four weight rows a pass, for CPUs without AVX-512 VNNI.
+ * FMA + F16C), four weight rows a pass (Q6_K: two), for CPUs without
+ * AVX-512 VNNI.
  *
  * One row at a time, a row of 3 (dim 768) to 8 (hidden 2048) super-blocks
  * pays a call, the final horizontal sum and the block's activation sums

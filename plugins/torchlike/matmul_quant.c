@@ -292,7 +292,7 @@ static float q6_k_ref(const void *row, const int8_t *q, const float *d, const vo
 /* ---- AVX2 copies: the unsigned stored values u as bytes, vpmaddubsw with
  * the signed activations (|u| <= 63 and |q| <= 127: a pair fits int16),
  * then vpmaddwd with the sub-block scales (or ones) into int32 lanes. The
- * AVX-512 levels use these copies too. Q4_K, Q5_K and Q6_K have four-row
+ * AVX-512 levels use these copies too. Q4_K, Q5_K and Q6_K have multi-row
  * copies instead (matmul_k_avx2.c, and matmul_k_avx512.c with VNNI; ADR
  * 0024). */
 

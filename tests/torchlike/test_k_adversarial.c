@@ -1,5 +1,5 @@
 /* Adversarial cases for the K-type integer products (Q2_K .. Q6_K):
- * tl_matmul_quant_isa at every ISA level this CPU has, the four-row copies
+ * tl_matmul_quant_isa at every ISA level this CPU has, the multi-row copies
  * tl_matmul_k_avx2 and tl_matmul_k_avx512 called directly, and
  * tl_quantize_act_q8k. Written from the headers' contract (matmul_quant.h,
  * matmul_k_avx2.h, matmul_k_avx512.h, quant_blocks.h) and the
@@ -116,7 +116,7 @@ static void end_test(const char *name)
 /* ---- kernels under test ----------------------------------------------- */
 
 static tl_isa max_isa;     /* best level of this CPU */
-/* The four-row copies, called directly: each must do Q4_K/Q5_K/Q6_K on a
+/* The multi-row copies, called directly: each must do Q4_K/Q5_K/Q6_K on a
  * CPU at its level and may decline below it. */
 typedef int (*direct_fn)(const tl_matrix *w, const tl_q8k_act *a, int T, float *out, int out_stride,
                          int r0, int r1);
@@ -520,7 +520,7 @@ static void check(const char *label, const mat *w, const float *x, const qact *q
         if (k >= K_DIRECT) {
             if (!has_multirow_copy(t)) {
                 if (did)
-                    report("%s %s: %s returned 1 for a type without a four-row copy",
+                    report("%s %s: %s returned 1 for a type without a multi-row copy",
                            tl_dtype_name(t), label, kernel_name(k));
                 for (size_t i = 0; i < n; i++)
                     if (!is_sent(full[k] + i)) {
@@ -907,7 +907,7 @@ static void test_cancellation(void **state)
     end_test("cancellation");
 }
 
-/* The four-row copies' own contract: each takes Q4_K, Q5_K and Q6_K on a
+/* The multi-row copies' own contract: each takes Q4_K, Q5_K and Q6_K on a
  * CPU at its level and declines the other K types without writing */
 static void test_k_direct(void **state)
 {
@@ -943,7 +943,7 @@ static void test_k_direct(void **state)
             free(x);
             free_mat(&w);
         }
-    end_test("four-row copies, direct");
+    end_test("multi-row copies, direct");
 }
 
 /* ---- memory against PROT_NONE pages ------------------------------------ */
