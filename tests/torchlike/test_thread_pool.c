@@ -38,11 +38,11 @@
  * chunk records alone show the tiling. */
 #define HITS_LIMIT (1 << 20)
 
-typedef struct {
+typedef struct chunk_rec {
     int begin, end, thread;
 } chunk_rec;
 
-typedef struct {
+typedef struct job_ctx {
     int n, grain, size;
     pthread_t caller;
     atomic_int active;        /* set while tl_parallel_for runs */
@@ -609,7 +609,7 @@ static void test_create_destroy_repeatedly(void **state)
     }
 }
 
-typedef struct {
+typedef struct other_caller_arg {
     tl_thread_pool *pool;
     job_ctx *c;
 } other_caller_arg;
