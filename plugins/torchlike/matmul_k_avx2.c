@@ -31,11 +31,10 @@ TL_TARGET_AVX2 static inline __m256i madd_scaled(__m256i u, const int8_t *x, __m
                      2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, \
                      2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1)
 
-/* eight bytes as int16 words, the same eight in both 128-bit lanes */
-TL_TARGET_AVX2 static inline __m256i words8(uint32_t lo, uint32_t hi, int is_signed)
+/* eight unsigned bytes as int16 words, the same eight in both 128-bit lanes */
+TL_TARGET_AVX2 static inline __m256i words8(uint32_t lo, uint32_t hi)
 {
-    __m128i b = _mm_set_epi32(0, 0, (int)hi, (int)lo);
-    return _mm256_broadcastsi128_si256(is_signed ? _mm_cvtepi8_epi16(b) : _mm_cvtepu8_epi16(b));
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)hi, (int)lo)));
 }
 
 TL_TARGET_AVX2 static inline float hsum8(__m256 v)
@@ -113,7 +112,7 @@ k4_rows(const unsigned char *row, size_t row_bytes, const unsigned char *stop, i
             tl_prefetch_block(blk, block_bytes, stop);
             uint32_t sw[4];
             tl_k4_scale_words(scales, sw);
-            __m256i isum = k4_block(qs, qh, words8(sw[0], sw[1], 0), q);
+            __m256i isum = k4_block(qs, qh, words8(sw[0], sw[1]), q);
             acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_cvtsh_ss(dh) * d[i]), acc[k]);
             __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sw[3], (int)sw[2]));
             accm[k] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(pairs, mins)),

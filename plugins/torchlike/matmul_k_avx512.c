@@ -105,7 +105,7 @@ k4_rows(const unsigned char *row, size_t row_bytes, const unsigned char *stop, i
                 dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs;
             }
             tl_prefetch_block(blk + (q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k)) * (size_t)i,
-                           q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k), stop);
+                              q5 ? sizeof(tl_block_q5_k) : sizeof(tl_block_q4_k), stop);
             uint32_t sw[4];
             tl_k4_scale_words(scales, sw);
             __m512i isum = k4_block(qs, qh, (uint64_t)sw[0] | (uint64_t)sw[1] << 32, x);

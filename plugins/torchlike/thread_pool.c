@@ -16,7 +16,7 @@
 typedef struct job_slot {
     tl_task_fn fn;
     void *ctx;
-    int n, grain, threads;
+    int n, grain;
     atomic_int next;   /* first index not yet handed out */
     atomic_int active; /* threads between arriving at this job and leaving it */
 } job_slot;
@@ -43,14 +43,14 @@ typedef struct worker_arg {
  * prefetch stops at a chunk's end), and small at the end, so the threads
  * finish together. Which thread runs a chunk never changes what the chunk
  * computes. */
-static void run_chunks(job_slot *s, int index)
+static void run_chunks(job_slot *s, int threads, int index)
 {
     int begin = atomic_load(&s->next);
     for (;;) {
         if (begin >= s->n)
             return;
         int left = s->n - begin;
-        int size = left / (2 * s->threads) / s->grain * s->grain;
+        int size = left / (2 * threads) / s->grain * s->grain;
         if (size < s->grain)
             size = s->grain;
         if (size > left)
@@ -71,7 +71,7 @@ static void join_job(tl_thread_pool *p, unsigned job, int index)
     job_slot *s = &p->slots[job & 1];
     atomic_fetch_add(&s->active, 1);
     if (atomic_load(&p->job) == job)
-        run_chunks(s, index);
+        run_chunks(s, p->n_threads, index);
     atomic_fetch_sub(&s->active, 1);
 }
 
@@ -175,13 +175,12 @@ void tl_parallel_for(tl_thread_pool *p, int n, int grain, tl_task_fn fn, void *c
     s->ctx = ctx;
     s->n = n;
     s->grain = grain;
-    s->threads = p->n_threads;
     atomic_store(&s->next, 0);
     pthread_mutex_lock(&p->lock);
     atomic_store(&p->job, job);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    run_chunks(s, 0);
+    run_chunks(s, p->n_threads, 0);
     /* Every chunk is handed out; wait for the ones still running. */
     wait_drained(s);
 }
